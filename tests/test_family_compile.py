@@ -278,6 +278,49 @@ def test_a_shape_the_traced_one_passed_but_this_one_does_not_raises_the_function
     assert str(compiled.value) == str(eager.value)
 
 
+def test_symbolic_scalar_arguments_are_read_as_their_values():
+    """The compiled function's own int and float arguments, which ``dynamic=True`` passes on as ``SymInt`` and
+    ``SymFloat`` (``make_fx``'s symbolic tracing too): the family functions read their values (a guard), so
+    the call has a text form with plain numbers and keeps its sizes symbolic (no new graph for new shapes);
+    another value compiles again. Before, the functions refused them (``Scale must be a number; got zf0``)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def fn(v, n, s):
+        return dml.pad(dml.identity(v, s), n, n) * 2
+    gm = make_fx(lambda v, n, s: dml.pad(dml.identity(v, s), n, n), tracing_mode="symbolic")(_x(3, 4), 2, 1.5)
+    calls = [n.args[1] for n in gm.graph.nodes if n.target is torch.ops.opendml.family.default]
+    assert calls == ['["identity",[1.5,null],false,false]', '["pad",[2,2,"constant",0],false,false]']
+    torch._dynamo.reset()
+    counted = []
+    f = torch.compile(fn, backend=_counting_backend(counted), dynamic=True, fullgraph=True)
+    for n, s in ((2, 1.5), (3, -0.5)):
+        for shape in [(3, 4), (5, 6), (7, 8)]:
+            x = _x(*shape)
+            assert torch.equal(f(x, n, s), fn(x, n, s))
+            if shape == (3, 4):
+                graphs = len(counted)
+        assert len(counted) == graphs, "a new shape compiled a new graph"
+    assert graphs > 1, "another value took the graph traced for the first"
+
+
+@pytest.mark.parametrize("fn", [lambda v, b: dml.pad(v, b, 1), lambda v, b: dml.pad(v, 1, 1, "constant", b),
+                                lambda v, b: dml.identity(v, b), lambda v, b: dml.tile(v, [b, 1]),
+                                lambda v, b: dml.join([v, v], b),
+                                lambda v, b: dml.pad(v, v.shape[0] > 2, 1)],
+                         ids=["pad-padding", "pad-value", "identity-scale", "tile-repeats", "join-axis",
+                              "pad-SymBool"])
+def test_a_bool_argument_is_refused_compiled_as_eagerly(fn):
+    """A bool where eager refuses one, as the compiled function's argument under ``dynamic=True`` (or a
+    ``SymBool``, a comparison of symbolic sizes, read as its value): eager's error."""
+    x = _x(3, 4)
+    with pytest.raises(ValidationError) as eager:
+        fn(x, True)
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as compiled:
+        torch.compile(fn, backend="aot_eager", dynamic=True, fullgraph=True)(x, True)
+    assert str(eager.value) in str(compiled.value)
+
+
 def test_an_argument_without_a_text_form_takes_the_move_operator():
     """Traced with symbolic sizes (``make_fx``, which passes arguments as given), a call whose arguments all have
     a text form enters as ``opendml::family``; one with a NumPy scalar as ``opendml::move``, sizes fixed."""

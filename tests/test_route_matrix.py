@@ -119,10 +119,11 @@ class Case:
         self.main = len(binding.inputs)
         self.arrays = example_inputs(binding) + list(binding_others(binding).values())
 
-    def run(self, arrays):
+    def run(self, arrays, args=None):
+        """``args``: the arguments other than arrays, the binding's where None."""
         b = self.binding
         fn = getattr(dml, b.function)
-        kw = {**b.args, **dict(zip(b.others, arrays[self.main:]))}
+        kw = {**(b.args if args is None else args), **dict(zip(b.others, arrays[self.main:]))}
         main = arrays[:self.main]
         out = fn(list(main), **kw) if b.array == "arrays" else fn(main[0], **kw)
         return list(out) if isinstance(out, (list, tuple)) else [out]
@@ -242,8 +243,13 @@ def needs_differentiable(case: Case):
 
 # -- the known gaps (strict xfails: remove an entry when its route works) --------------------------------
 
-#: route -> {operator: the assertion that fails today} (none today).
-KNOWN_GAPS: dict[str, dict[str, str]] = {}
+#: route -> {operator: the assertion that fails today}.
+KNOWN_GAPS: dict[str, dict[str, str]] = {
+    "torch-compile-dynamic-arguments-refused": {
+        "SLICE": "slice's symbolic arguments stay symbolic (opendml::slice1's SymInt lists): a bad value in a later "
+                 "call runs the graph traced for a good one, whose SLICE1 kernel names SLICE1's fields "
+                 "(InputWindowOffsets[1]), not SLICE's (Offsets[1])"},
+}
 
 
 def marked(route: str, names):
@@ -465,7 +471,7 @@ def test_torch_autograd(name):
         same([xs[i].grad.numpy()], [case.gradient(i)], f"gradient of array {i}")
 
 
-@pytest.mark.parametrize("compiled", [None, False], ids=["eager", "compiled"])
+@pytest.mark.parametrize("compiled", [None, False, True], ids=["eager", "compiled", "compiled-dynamic"])
 @pytest.mark.parametrize("name", marked("torch-forward-ad", ALL))
 def test_torch_forward_ad(name, compiled):
     """Dual tensors: the tangents exactly, eager and through ``torch.compile`` (whose graph runs the
@@ -574,6 +580,100 @@ def test_torch_compile(name):
     case = case_of(name)
     pytest.importorskip("torch")
     same(_np(_compiled(case, _torch(case.arrays))), case.want, "torch.compile")
+
+
+#: Per array function: (other valid values of its example's int and float arguments, in the same form; a
+#: value eager refuses). gather_nd's example takes batch_dimensions 0 alone.
+OTHER_ARGUMENTS = {
+    "slice": (dict(offsets=[1, 0, 1], sizes=[1, 3, 1], strides=[1, 1, 3]), dict(offsets=[0, -1, 0])),
+    "slice1": (dict(window_offsets=[1, 0, 0], window_sizes=[1, 3, 3], window_strides=[1, 1, -2]),
+               dict(window_sizes=[3, 3, 4])),
+    "unfold": (dict(window_sizes=[3, 2], strides=2), dict(window_sizes=[0, 2])),
+    "fold": (dict(output_sizes=[5, 4], window_sizes=[2, 2]), dict(output_sizes=[-4, 5])),
+    "slice_grad": (dict(input_sizes=[3, 4, 5], window_offsets=[1, 1, 1], window_sizes=[2, 3, 3],
+                        window_strides=[1, 2, 2]), dict(input_sizes=[2, -3, 4])),
+    "identity": (dict(scale=3.5, bias=-0.5), dict(scale=1e300)),
+    "pad": (dict(start_padding=2, end_padding=[1, 1]), dict(start_padding=-1)),
+    "join": (dict(axis=-2), dict(axis=2)),
+    "split": (dict(axis=-2, sizes=[2, 2]), dict(sizes=[-1, 5])),
+    "tile": (dict(repeats=[3, 2]), dict(repeats=[0, 1])),
+    "depth_to_space": (dict(block_size=1), dict(block_size=3)),
+    "space_to_depth": (dict(block_size=1), dict(block_size=-2)),
+    "gather": (dict(axis=-1), dict(axis=2)),
+    "gather_elements": (dict(axis=-1), dict(axis=-3)),
+    "gather_nd": (dict(batch_dimensions=0), dict(batch_dimensions=-1)),
+    "scatter_elements": (dict(axis=-2), dict(axis=2)),
+    "one_hot": (dict(depth=6, axis=0), dict(depth=-4)),
+    "reverse_subsequences": (dict(axis=-1), dict(axis=5)),
+    "diagonal_matrix": (dict(value=2.5, begin=-1, end=2), dict(value=1e300)),
+}
+
+
+def _scalars(args: dict) -> list:
+    """The int and float values of ``args`` (bools and strings aside), alone or in lists, in order."""
+    out = []
+    for v in args.values():
+        for e in v if isinstance(v, list) else [v]:
+            if type(e) in (int, float):
+                out.append(e)
+    return out
+
+
+def _with_scalars(args: dict, values) -> dict:
+    """``args`` with its ``_scalars`` replaced by ``values``, in order."""
+    values = iter(values)
+
+    def put(e):
+        return next(values) if type(e) in (int, float) else e
+    return {k: [put(e) for e in v] if isinstance(v, list) else put(v) for k, v in args.items()}
+
+
+def _with_scalar_arguments(case):
+    """(the call as a function of its arrays and its ``_scalars``, it compiled with ``dynamic=True``, which
+    passes the scalars on as ``SymInt``/``SymFloat``); a skip where the example has no int or float argument."""
+    import torch
+
+    import opendml.torch  # noqa: F401 - what lets the array functions into a graph whole
+    args = case.binding.args
+    if not _scalars(args):
+        pytest.skip(f"{case.binding.function}'s example has no int or float argument")
+
+    def fn(arrays, *values):
+        return tuple(case.run(arrays, _with_scalars(args, values)))
+    torch._dynamo.reset()
+    return fn, torch.compile(fn, backend="aot_eager", dynamic=True, fullgraph=True)
+
+
+@pytest.mark.parametrize("name", marked("torch-compile-dynamic-arguments", ALL))
+def test_torch_compile_dynamic_scalar_arguments(name):
+    """The int and float arguments as the compiled function's own arguments under
+    ``torch.compile(dynamic=True)``: eager's results for the example's values, other values and the
+    example's again (where they fix the description, each value is read with a guard: a new graph for new
+    values)."""
+    case = case_of(name)
+    fn, compiled = _with_scalar_arguments(case)
+    xs = _torch(case.arrays)
+    args = case.binding.args
+    for given in (args, {**args, **OTHER_ARGUMENTS[case.binding.function][0]}, args):
+        values = _scalars(given)
+        same(_np(compiled(xs, *values)), _np(fn(xs, *values)), f"compiled with {given}")
+
+
+@pytest.mark.parametrize("name", marked("torch-compile-dynamic-arguments-refused", ALL))
+def test_torch_compile_dynamic_scalar_argument_refused(name):
+    """A value eager refuses, passed as the compiled function's argument under ``dynamic=True`` after a
+    good one: eager's error (Dynamo's error naming it where it is raised while tracing)."""
+    case = case_of(name)
+    fn, compiled = _with_scalar_arguments(case)
+    xs = _torch(case.arrays)
+    args = case.binding.args
+    compiled(xs, *_scalars(args))
+    values = _scalars({**args, **OTHER_ARGUMENTS[case.binding.function][1]})
+    with pytest.raises(dml.ValidationError) as eager:
+        fn(xs, *values)
+    with pytest.raises(Exception) as got:
+        compiled(xs, *values)
+    assert str(eager.value) in str(got.value)
 
 
 @pytest.mark.parametrize("order", ["torch-compile-first", "opendml-compile-first"])

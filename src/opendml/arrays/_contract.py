@@ -67,8 +67,8 @@ from ..ops._spec import binding_of, enum_member
 from ._dispatch import FRAMEWORKS, READABLE, framework_of
 
 __all__ = ["FRAMEWORKS", "ARRAYS", "DTYPE_NAMES", "OPERATOR_OF", "framework_of", "not_an_array", "array_sequence",
-           "check_inputs", "check_input", "check_others", "data_type", "dtype_argument", "axis", "field_error",
-           "sizes_of", "supported_row"]
+           "check_inputs", "check_input", "check_others", "data_type", "dtype_argument", "axis", "concrete",
+           "field_error", "sizes_of", "supported_row"]
 
 #: How the messages name what an array function takes.
 ARRAYS = "a NumPy, CuPy, PyTorch, JAX or Dask array"
@@ -379,6 +379,38 @@ def axis(value, rank: int, function: str) -> int:
         raise ValidationError(f"{function}: axis must be in [{-rank}, {rank - 1}] for arrays of {rank} dimensions; "
                               f"got {a}")
     return a % rank
+
+
+#: PyTorch's symbolic scalars by type name (``torch.compile(dynamic=True)`` passes a compiled function's
+#: int, float and bool arguments on as them), each with the type whose value it reads as.
+_SYMBOLIC = {"SymInt": int, "SymFloat": float, "SymBool": bool}
+
+
+def _value(v):
+    """``v``'s value where it is a symbolic scalar (``_SYMBOLIC``), else ``v``."""
+    kind = type(v)
+    return _SYMBOLIC[kind.__name__](v) if kind.__name__ in _SYMBOLIC and kind.__module__ == "torch" else v
+
+
+def _read(v):
+    """``_value`` of an argument, or of each entry of a list or tuple argument (Dynamo passes a list on as
+    its own ``immutable_list``): a new list or tuple where an entry changed, else ``v``."""
+    if type(v) in (list, tuple) or type(v).__module__ == "torch.fx.immutable_collections":
+        read = [_value(e) for e in v]
+        if any(r is not e for r, e in zip(read, v)):
+            return tuple(read) if isinstance(v, tuple) else read
+        return v
+    return _value(v)
+
+
+def concrete(args: tuple) -> tuple:
+    """``args`` with each symbolic scalar, alone or an entry of a list or tuple argument, as its value;
+    ``args`` itself where none is. Every such argument fixes the description (a size, an axis, a window, a
+    scale), so its value is read, which guards on it: the tracer compiles again for another value, as for
+    PyTorch's own operators' int arguments. The values then get an eager call's checks and messages, and
+    the call cache's keys and an argument's text form see plain ints, floats and bools."""
+    read = tuple(_read(v) for v in args)
+    return args if all(r is v for r, v in zip(read, args)) else read
 
 
 def field_error(function: str, field: str, rule: str, value) -> ValidationError:

@@ -264,7 +264,7 @@ def _family_call(name: str, x, args: tuple):
     arrays = _contract.array_sequence(x, name) if seq else (x,)
     fw = _checked(name, arrays, seq)
     snap = _SNAPSHOTS[name]
-    args = tuple(_snapshot(v) if i in snap else v for i, v in enumerate(args))
+    args = tuple(_snapshot(v) if i in snap else v for i, v in enumerate(_contract.concrete(args)))
     make, key = _BUILD[name](ARGUMENT_API, arrays[0], *args)
     return fw, Call(name, make, name in _MULTI, planner.call_key(name, *key), (name, args, seq)), list(arrays)
 
@@ -310,6 +310,7 @@ def _index_call(op: int, given: tuple, args: tuple):
 def _index_checked(name: str, given: tuple, args: tuple):
     """(given, args, the adapter's ``traced_index`` or None) of an index function's call after the
     contract's checks."""
+    args = _contract.concrete(args)
     if name in _index.CHECKED:                    # the switch itself: a bool, not anything with a truth value
         flag = args[0]
         if not isinstance(flag, (bool, np.bool_)):

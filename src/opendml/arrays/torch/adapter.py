@@ -362,13 +362,18 @@ def _kernel_of(name: str):
 
 
 def _fake_of(name: str):
-    """A packed fake output: the validated description's sizes, or the shape rule's on symbolic sizes."""
+    """A packed fake output: the validated description's sizes, or the shape rule's on symbolic sizes or
+    arguments, the description validated first for their hints (their values in the call being traced,
+    read without a guard), so that bad values are the array API's error, not the rule's."""
     rule = _operator(name).output_sizes_of
 
     def fake(x, *args):
         numpy_dtype(x, name)
         if _concrete(x.shape) and all(_concrete(a) for a in args):
             return x.new_empty(_in_mode(_DESCRIBE, getattr(api, name), x, *args).output_tensor.sizes)
+        shape, hinted = [dynamic._hint(n) for n in x.shape], [[dynamic._hint(n) for n in a] for a in args]
+        if None not in shape and all(None not in a for a in hinted):
+            _in_mode(_DESCRIBE, getattr(api, name), x.new_empty(shape), *hinted)
         return x.new_empty(rule(tuple(x.shape), *args))
     fake.__name__ = f"{name}_fake"
     return fake
