@@ -386,9 +386,12 @@ class _Parser(argparse.ArgumentParser):
 
 def _byte_count(text: str) -> int:
     t = text.strip()
-    if not (t.isascii() and t.isdigit()) or len(t) > 20 or int(t) < 1:
+    digits = t.lstrip("0")
+    if not (t.isascii() and t.isdigit()) or not digits:
         raise argparse.ArgumentTypeError(f"must be a positive integer number of bytes; got {text!r}")
-    return int(t)
+    if len(digits) > 20:        # (read before int(): a huge text is not converted)
+        raise argparse.ArgumentTypeError(f"must be at most 20 digits (no machine holds more bytes); got {text!r}")
+    return int(digits)
 
 
 def _running_options(q, positional, level_help: str, bytes_help: str, example_help: str) -> None:

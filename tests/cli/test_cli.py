@@ -1,6 +1,7 @@
 """The opendml command through its console-script function and a subprocess."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -379,6 +380,25 @@ def test_usage_errors_are_one_line(capsys):
         assert e.value.code == 2
         err = capsys.readouterr().err
         assert err.startswith("opendml") and ": error: " in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("value,message", [
+    ("0", "must be a positive integer number of bytes; got '0'"),
+    ("-3", "must be a positive integer number of bytes; got '-3'"),
+    ("1e26", "must be a positive integer number of bytes; got '1e26'"),
+    ("9" * 26, r"must be at most 20 digits \(no machine holds more bytes\); got '9{26}'"),
+])
+def test_max_bytes_names_what_is_wrong(capsys, value, message):
+    """A positive count too long to be a machine's is not called "not a positive integer"."""
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--max-bytes", value])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search("--max-bytes: " + message, err), err
+
+
+def test_max_bytes_reads_leading_zeros(tmp_path):
+    assert main(["run", spec(tmp_path, SLICE1), "--max-bytes", "0" * 24 + "200"]) == 0
 
 
 def test_internal_errors_are_one_line_exit_3(monkeypatch, capsys):
