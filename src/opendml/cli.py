@@ -183,10 +183,10 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
             raise UsageError(f"--output {path}: is a directory; give a file name")
         if not os.path.isdir(parent := os.path.dirname(os.path.abspath(path))):
             raise UsageError(f"--output {path}: directory {parent} does not exist")
-        if (first := named_by.get(os.path.realpath(path))) is not None:
+        if (first := named_by.get(real := os.path.realpath(path))) is not None:
             raise UsageError(f"--output {path}: names the same file as --output {first}; give each output its "
                              f"own file")
-        named_by[os.path.realpath(path)] = path
+        named_by[real] = path
     max_bytes = args.max_bytes
     xs = load_inputs(args.input, obj, desc, max_bytes)
     expected = json_arrays(obj, "ExpectedOutput", desc, "output", UsageError)    # None where the file has none

@@ -141,13 +141,12 @@ def _autograd(call, arrays, desc, since, wrapped: bool) -> list:
             return [out]
     # (under torch.func transforms, vmap included, the Function routes every call; its
     # backward and jvp refuse an operator not differentiable for these types)
-    if wrapped and "torch._dynamo" in sys.modules:
-        return _uncompiled_apply()(desc.OPERATOR.lower(), route, arrays)
-    return list(_move_function(desc.OPERATOR.lower(), wrapped).apply(route, *arrays))
+    apply = _uncompiled_apply() if wrapped and "torch._dynamo" in sys.modules else _apply
+    return apply(desc.OPERATOR.lower(), wrapped, route, arrays)
 
 
-def _apply(name: str, route, arrays) -> list:
-    return list(_move_function(name, True).apply(route, *arrays))
+def _apply(name: str, wrapped: bool, route, arrays) -> list:
+    return list(_move_function(name, wrapped).apply(route, *arrays))
 
 
 @functools.cache
