@@ -629,8 +629,6 @@ def test_forward_ad_compiled_with_dynamic_shapes_is_exact(name):
     assert len(got) == len(want) and all(torch.equal(g, w) for g, w in zip(got, want))
 
 
-@pytest.mark.xfail(strict=True, reason="known: Dynamo passes an IntEnum argument on as its int, so compiled, another "
-                   "enum's member of the same value is taken (PaddingMode.EDGE as order CRD); eager refuses it")
 def test_another_enums_member_is_refused_compiled_as_eagerly():
     x = _x(2, 4, 4, 4)
     fn = lambda v: dml.space_to_depth(v, 2, dml.PaddingMode.EDGE)  # noqa: E731
@@ -647,10 +645,6 @@ class _Level(enum.IntEnum):
     ONE = 1
 
 
-@pytest.mark.xfail(strict=True, reason="known: the same as test_another_enums_member_is_refused_compiled_as_eagerly "
-                   "for every argument read as an enum's member (enum_member, _contract.data_type): Dynamo's "
-                   "UserDefinedObjectVariable.as_proxy hands a function allowed in the graph int(member) for any "
-                   "IntEnum member, so its type is gone before opendml sees it")
 @pytest.mark.parametrize("fn", [lambda v: dml.space_to_depth(v, 2, _Level.ONE),
                                 lambda v: dml.pad(v, 1, 1, dml.DepthSpaceOrder.COLUMN_ROW_DEPTH),
                                 lambda v: dml.cast(v, dml.PaddingMode.EDGE),
@@ -664,6 +658,41 @@ def test_other_enum_members_are_refused_compiled_as_eagerly(fn):
     with pytest.raises(Exception) as compiled:
         torch.compile(fn, backend="aot_eager", fullgraph=True)(x)
     assert str(eager.value) in str(compiled.value)
+
+
+def test_an_enum_defined_in_a_function_is_refused_compiled_as_eagerly():
+    """A member of an enum no module name reaches (defined in a function) is read back as a stand-in that
+    shows it as the member does: eager's message, compiled, with and without ``fullgraph``."""
+    class Local(enum.IntEnum):
+        ONE = 1
+    x = _x(2, 4, 4, 4)
+    fn = lambda v: dml.space_to_depth(v, 2, Local.ONE)  # noqa: E731
+    with pytest.raises(ValidationError) as eager:
+        fn(x)
+    assert "got <Local.ONE: 1>" in str(eager.value)
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as compiled:        # Dynamo's error around it, as for any bad argument
+        torch.compile(fn, backend="aot_eager", fullgraph=True)(x)
+    assert str(eager.value) in str(compiled.value)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_members_of_the_right_enum_compile_as_eagerly(dynamic):
+    """The arguments read as members (order, mode, dtype) give eager's values compiled; an int or a string
+    spelling, as ever."""
+    x = _x(2, 4, 4, 4)
+    fns = [lambda v: dml.space_to_depth(v, 2, dml.DepthSpaceOrder.COLUMN_ROW_DEPTH),
+           lambda v: dml.depth_to_space(v, 2, 1),
+           lambda v: dml.pad(v, 1, 2, dml.PaddingMode.REFLECTION),
+           lambda v: dml.pad(v, 1, 2, "wrap"),
+           lambda v: dml.cast(v, dml.DataType.FLOAT16),
+           lambda v: dml.cast(v, torch.int32),
+           lambda v: dml.diagonal_matrix(v, dtype=dml.DataType.FLOAT32, begin=-1, end=2)]
+    for fn in fns:
+        torch._dynamo.reset()
+        got = torch.compile(fn, backend="aot_eager", fullgraph=True, dynamic=dynamic)(x)
+        want = fn(x)
+        assert got.dtype == want.dtype and torch.equal(got, want)
 
 
 def test_vmap_and_grad_around_a_compiled_dynamic_function():

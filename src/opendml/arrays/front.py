@@ -36,6 +36,7 @@ imported here.
 from __future__ import annotations
 
 import ast
+import enum as _enum
 import importlib
 import importlib.abc
 import importlib.util
@@ -474,16 +475,72 @@ def _generate(b, cls) -> Any:
     offered = [a.arg for a in spec.kwonlyargs] + [n for n in positional if n not in b.others]
     result = "list" if _many_out(cls) else "Any"
     array = f"{b.array}: {'Sequence[Any]' if b.array == 'arrays' else 'Any'}{' = _NO_ARRAY' if b.optional else ''}"
-    src = (f"def {b.function}({array}, {b.params}) -> {result}:\n"
-           + _BODIES[b.route].format(code=_OPS[b.function], array=b.array, args=args,
-                                     given=f"({', '.join(given)},)", offered=f"({', '.join(offered)},)"))
+    body = _BODIES[b.route].format(code=_OPS[b.function], array=b.array, args=args,
+                                   given=f"({', '.join(given)},)", offered=f"({', '.join(offered)},)")
+    src = f"def {b.function}({array}, {b.params}) -> {result}:\n"
+    if b.members:
+        # Dynamo traces this function and takes the second whole: the arguments read as enum members go to
+        # it as ``_member`` tuples, which it reads back (``_unmember``), so their type survives the graph
+        whole = f"_{b.function}_whole"
+        sent = [f"_member({n})" if n in b.members else n for n in positional]
+        sent += [f"{n}=_member({n})" if n in b.members else f"{n}={n}" for n in (a.arg for a in spec.kwonlyargs)]
+        src = (f"def {whole}({array}, {b.params}) -> {result}:\n"
+               + "".join(f"    {n} = _unmember({n})\n" for n in b.members) + body + src
+               + f"    if _tracing():\n        return {whole}({b.array}, {', '.join(sent)})\n")
+    src += body
     filename = f"<opendml.{b.function}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     namespace: dict = {}
     exec(compile(src, filename, "exec"), globals(), namespace)       # noqa: S102 - our own bindings' text
     fn = namespace[b.function]
     fn.__doc__ = _docstring(b, cls)
-    return fn
+    if not b.members:
+        return fn, fn
+    whole = globals()[f"_{b.function}_whole"] = namespace[f"_{b.function}_whole"]     # what ``fn`` calls
+    return fn, whole
+
+
+def _tracing() -> bool:
+    """False: no ``torch.compile`` traces the call. Once ``torch._dynamo`` is imported, this is
+    ``torch.compiler.is_compiling``, which Dynamo reads as True while it traces."""
+    return False
+
+
+#: The first item of a ``_member`` tuple: a string no caller passes by chance.
+_MEMBER = f"\0opendml.member.{id(_tracing):x}"
+
+
+def _member(value):
+    """An enum member as a tuple of strings (its enum's module and qualified name, its own name, its value's
+    repr), which a graph passes on as it is; any other value as it is."""
+    if isinstance(value, _enum.Enum):
+        return (_MEMBER, type(value).__module__, type(value).__qualname__, value.name, repr(value))
+    return value
+
+
+class _Unreachable:
+    """A member of an enum ``_unmember`` cannot reach by its names (one defined in a function): no spelling
+    of any argument, shown as the member was."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _unmember(value):
+    """The enum member a ``_member`` tuple names (a stand-in showing it where its enum cannot be reached);
+    any other value as it is."""
+    if type(value) is not tuple or len(value) != 5 or value[0] != _MEMBER:
+        return value
+    _, module, qualname, name, text = value
+    found = sys.modules.get(module)
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    if isinstance(found, type) and issubclass(found, _enum.Enum) and name in found.__members__:
+        return found[name]
+    return _Unreachable(text)
 
 
 #: Array-API function name -> its operator class's ``arguments`` (the description from the arguments).
@@ -507,7 +564,8 @@ def bind(cls) -> Any:
     operator registered later is bound by this."""
     b = _contract.BINDING[cls.BINDING.function]
     name = b.function
-    fn = FUNCTIONS[name] = globals()[name] = _generate(b, cls)
+    fn, whole = _generate(b, cls)
+    FUNCTIONS[name] = globals()[name] = fn
     _NAMES[_OPS[name]], _BUILD[name] = name, cls.arguments
     if b.array == "arrays":
         _SEQUENCES.add(name)
@@ -519,7 +577,7 @@ def bind(cls) -> Any:
                                  if "Sequence" in str(p.annotation) or "Ints" in str(p.annotation))
     setattr(_engine._AdjointApi, name, staticmethod(fn))     # what the operators' ``adjoint`` may call
     setattr(_dispatch.front, name, fn)                      # what the adapters call again
-    _dispatch.enter_graph_whole([fn])
+    _dispatch.enter_graph_whole([whole])
     return fn
 
 
@@ -593,12 +651,20 @@ class _OnDynamo(importlib.abc.MetaPathFinder):
 
             def exec_module(module):
                 run(module)
-                _dispatch.on_enter_graph_whole(module.allow_in_graph)
+                _on_dynamo(module)
             spec.loader.exec_module = exec_module
         return spec
 
 
+def _on_dynamo(module) -> None:
+    """Tell ``torch._dynamo``, now imported, which functions enter a graph whole; ``_tracing`` becomes
+    ``torch.compiler.is_compiling``."""
+    global _tracing
+    _dispatch.on_enter_graph_whole(module.allow_in_graph)
+    _tracing = importlib.import_module("torch.compiler").is_compiling
+
+
 if "torch._dynamo" in sys.modules:
-    _dispatch.on_enter_graph_whole(sys.modules["torch._dynamo"].allow_in_graph)
+    _on_dynamo(sys.modules["torch._dynamo"])
 else:
     sys.meta_path.insert(0, _OnDynamo())

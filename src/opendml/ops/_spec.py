@@ -391,7 +391,10 @@ class Binding:
     check's error is added where ``params`` has ``check_indices``) and ``route``
     (``"move"``, ``"plan"`` or ``"index"``). The class's ``arguments(api, x,
     *args)`` turns the arguments into the description, ``api`` being
-    ``arrays.front.ARGUMENT_API``."""
+    ``arrays.front.ARGUMENT_API``. ``members``: the parameters read as an
+    enum's member (a mode, an order, a dtype), which must reach ``arguments``
+    as members under ``torch.compile`` too (Dynamo hands a function it takes
+    into a graph whole an ``IntEnum`` member's int, losing its type)."""
     function: str
     inputs: tuple
     args: dict = dataclasses.field(default_factory=dict)
@@ -406,6 +409,7 @@ class Binding:
     returns: str = ""
     rules: str = ""
     route: str = "move"
+    members: tuple = ()
 
 
 def spread(value, rank: int):

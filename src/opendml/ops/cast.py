@@ -43,7 +43,7 @@ class CastOperatorDesc(ElementWiseDesc):
 
     OPERATOR = "CAST"
     C_LOWERING = 1
-    BINDING = Binding("cast", ((2, 3),), {"dtype": "int32"}, params="dtype",
+    BINDING = Binding("cast", ((2, 3),), {"dtype": "int32"}, params="dtype", members=("dtype",),
                       returns="of ``x``'s shape and dtype ``dtype``",
                       rules="``dtype`` not a dtype at all; a dtype CAST does not take is an ``UnsupportedError``",
                       doc="""DML_CAST: ``x`` converted to ``dtype`` (a NumPy, PyTorch or JAX

@@ -147,7 +147,7 @@ ORDERS = {"DCR": DepthSpaceOrder.DEPTH_COLUMN_ROW, "CRD": DepthSpaceOrder.COLUMN
 
 def _binding(function, inputs, args, summary, before, after, rule):
     """The two array functions' binding: ``before`` -> ``after`` shapes."""
-    return Binding(function, inputs, args, params="block_size: int, order: str = 'DCR'",
+    return Binding(function, inputs, args, params="block_size: int, order: str = 'DCR'", members=("order",),
                    shape=f"The input of shape {before}", returns=f"of ``x``'s dtype and shape {after}",
                    rules=f"not 4-D, {rule}, an unknown ``order``", doc=f"""DML_{function.upper()}1: {summary}
 
