@@ -96,7 +96,7 @@ def test_adjoint_calls_pair_the_operators():
 def test_framework_forms():
     ints = lambda v, d=0: list(v) if isinstance(v, (list, tuple)) else [v] * max(d, 1)  # noqa: E731
     assert OPERATORS["SLICE"].framework_call((7, 9), ([1, 2], [3, 2], [2, 3]), ints) == \
-        ("slice1", ([1, 2], [5, 4], [2, 3]), None)
+        ("slice", ([1, 2], [3, 2], [2, 3]), None)
     # a SLICE1 output smaller than the window's reach: the window that reaches exactly it
     assert OPERATORS["SLICE1"].framework_call((9,), ([1], [7], [-2], [2]), ints) == ("slice1", ([5], [3], [-2]), None)
     assert OPERATORS["UNFOLD"].framework_call((1, 2, 5, 4), (3, 1, 1, 1, 1), ints) == \

@@ -244,12 +244,7 @@ def needs_differentiable(case: Case):
 # -- the known gaps (strict xfails: remove an entry when its route works) --------------------------------
 
 #: route -> {operator: the assertion that fails today}.
-KNOWN_GAPS: dict[str, dict[str, str]] = {
-    "torch-compile-dynamic-arguments-refused": {
-        "SLICE": "slice's symbolic arguments stay symbolic (opendml::slice1's SymInt lists): a bad value in a later "
-                 "call runs the graph traced for a good one, whose SLICE1 kernel names SLICE1's fields "
-                 "(InputWindowOffsets[1]), not SLICE's (Offsets[1])"},
-}
+KNOWN_GAPS: dict[str, dict[str, str]] = {}
 
 
 def marked(route: str, names):
@@ -674,6 +669,48 @@ def test_torch_compile_dynamic_scalar_argument_refused(name):
     with pytest.raises(Exception) as got:
         compiled(xs, *values)
     assert str(eager.value) in str(got.value)
+
+
+#: slice's arguments eager refuses on a (2, 3, 4) input, a rule of each of its fields: (offsets, sizes, strides).
+SLICE_REFUSED = {
+    "offset": ([0, -1, 0], [2, 2, 2], [1, 1, 2]),
+    "size": ([0, 1, 0], [2, 0, 2], [1, 1, 2]),
+    "zero stride": ([0, 1, 0], [2, 2, 2], [1, 1, 0]),
+    "negative stride": ([0, 1, 0], [2, 2, 2], [1, 1, -2]),
+    "past the end": ([0, 1, 0], [2, 2, 2], [1, 1, 4]),
+}
+
+
+@pytest.mark.parametrize("node", ["wait", "off"], ids=["cpp-operators", "custom-operators"])
+@pytest.mark.parametrize("bad", sorted(SLICE_REFUSED))
+def test_torch_compile_dynamic_slice_refused_as_slice(bad, node):
+    """``slice``'s values eager refuses, in a call after a good one under ``torch.compile(dynamic=True)``
+    (its values symbolic: the graph traced for the good ones, or a new trace), and on a later input too small
+    for the traced call's window (its sizes symbolic): SLICE's error, naming SLICE's fields. Its traced form
+    was SLICE1's operator, whose kernel and fake named SLICE1's (``InputWindowOffsets``)."""
+    torch = pytest.importorskip("torch")
+    import opendml.torch  # noqa: F401 - what lets the array functions into a graph whole
+
+    def fn(x, *values):
+        return dml.slice(x, list(values[:3]), list(values[3:6]), list(values[6:]))
+    x = torch.arange(24.0).reshape(2, 3, 4)
+    good = [0, 1, 0, 2, 2, 2, 1, 1, 2]
+    values = [v for field in SLICE_REFUSED[bad] for v in field]
+    with dml.configure(torch_node=node):
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend="aot_eager", dynamic=True, fullgraph=True)
+        assert torch.equal(compiled(x, *good), fn(x, *good))
+        with pytest.raises(dml.ValidationError) as eager:
+            fn(x, *values)
+        with pytest.raises(Exception) as got:
+            compiled(x, *values)
+        assert str(eager.value).startswith("SLICE: ") and str(eager.value) in str(got.value)
+        small = torch.arange(16.0).reshape(2, 2, 4)
+        with pytest.raises(dml.ValidationError, match=r"SLICE: Offsets\[1\] \+ \(Sizes\[1\] - 1\)") as eager:
+            fn(small, *good)
+        with pytest.raises(Exception) as got:
+            compiled(small, *good)
+        assert str(eager.value) in str(got.value)
 
 
 @pytest.mark.parametrize("order", ["torch-compile-first", "opendml-compile-first"])

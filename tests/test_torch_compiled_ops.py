@@ -140,6 +140,7 @@ OPCHECK = [
     ("unfold", ([3, 3], [1, 1], [1, 1], [1, 1], [1, 1]), (2, 3, 5, 4)),
     ("unfold", ([2, 3], [1, 2], [2, 1], [1, 0], [0, 2]), (2, 3, 5, 4)),
     ("fold", ([5, 4], [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]), (2, 27, 20)),
+    ("slice", ([0, 1, 1, 0], [2, 2, 2, 2], [1, 1, 2, 3]), (2, 3, 5, 6)),
     ("slice1", ([0, 0, 1, 0], [2, 3, 4, 5], [1, 1, -2, 2]), (2, 3, 5, 6)),
     ("slice_grad", ([2, 3, 5, 6], [0, 0, 1, 0], [2, 3, 3, 5], [1, 1, -2, 2]), (2, 3, 2, 3)),
 ]
@@ -309,6 +310,8 @@ PACKED = [
      ([2, 3], [1, 2], [2, 1], [1, 0], [0, 2]), (2, 3, 5, 4)),
     ("fold", lambda x: dml.fold(x, [5, 4], 3, 1, 1, 1, 1), ([5, 4], [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]),
      (2, 27, 20)),
+    ("slice", lambda x: dml.slice(x, [0, 1, 1, 0], [2, 2, 2, 2], [1, 1, 2, 3]),
+     ([0, 1, 1, 0], [2, 2, 2, 2], [1, 1, 2, 3]), (2, 3, 5, 6)),
     ("slice1", lambda x: dml.slice1(x, [0, 0, 1, 0], [2, 3, 4, 5], [1, 1, -2, 2]),
      ([0, 0, 1, 0], [2, 3, 4, 5], [1, 1, -2, 2]), (2, 3, 5, 6)),
     ("slice_grad", lambda x: dml.slice_grad(x, [2, 3, 5, 6], [0, 0, 1, 0], [2, 3, 3, 5], [1, 1, -2, 2]),
@@ -320,6 +323,7 @@ PACKED_IDS = [c[0] for c in PACKED]
 def test_packed_schemas(cpp):
     want = {"unfold": "opendml_cpp::unfold(Tensor x, int[] args) -> Tensor",
             "fold": "opendml_cpp::fold(Tensor x, SymInt[] args) -> Tensor",
+            "slice": "opendml_cpp::slice(Tensor x, SymInt[] args) -> Tensor",
             "slice1": "opendml_cpp::slice1(Tensor x, SymInt[] args) -> Tensor",
             "slice_grad": "opendml_cpp::slice_grad(Tensor grad, SymInt[] args) -> Tensor"}
     for name, schema in want.items():
@@ -518,9 +522,9 @@ def test_reused_argument_lists_under_threads(cpp):
 
 @pytest.mark.parametrize("name,fn,args,shape", PACKED, ids=PACKED_IDS)
 def test_forward_ad_through_the_window_custom_operators_is_exact(name, fn, args, shape):
-    """A raw call of ``opendml::unfold``, ``fold``, ``slice1`` and ``slice_grad`` (``opendml.torch.<name>_op``;
-    SLICE takes SLICE1's) under ``torch.func.jvp``, ``forward_ad``, ``vmap`` of ``jvp`` and reverse mode over the
-    tangent: the tangent is the operator on the tangent (each is linear in its tensor). Defined with
+    """A raw call of ``opendml::unfold``, ``fold``, ``slice``, ``slice1`` and ``slice_grad``
+    (``opendml.torch.<name>_op``) under ``torch.func.jvp``, ``forward_ad``, ``vmap`` of ``jvp`` and reverse
+    mode over the tangent: the tangent is the operator on the tangent (each is linear in its tensor). Defined with
     ``torch.library.custom_op``, which has no forward-mode rule, they gave a zero tangent silently (and a dual
     tensor that requires grad an error)."""
     import torch.autograd.forward_ad as fwad

@@ -10,6 +10,7 @@ axis)::
                     int[] start_padding, int[] end_padding) -> Tensor
     opendml::fold(Tensor x, SymInt[] output_sizes, int[] window_sizes, int[] strides,
                   int[] dilations, int[] start_padding, int[] end_padding) -> Tensor
+    opendml::slice(Tensor x, SymInt[] offsets, SymInt[] sizes, int[] strides) -> Tensor
     opendml::slice1(Tensor x, SymInt[] window_offsets, SymInt[] window_sizes,
                     int[] window_strides) -> Tensor
     opendml::slice_grad(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets,
@@ -19,10 +20,11 @@ Sizes and positions are SymInt lists (they follow tensor shapes under dynamic
 shapes); strides, dilations, padding and UNFOLD/FOLD windows are plain ints.
 No operator mutates its arguments or returns a view: every output is a new
 packed (contiguous) tensor, and the fake implementations give its exact
-sizes and strides. Backward formulas: unfold <-> fold, slice1 <-> slice_grad,
-so any order of derivative works; each is linear, its forward-mode rule
-(``torch.func.jvp``) the operator on the tangent. SLICE is SLICE1 with window sizes
-``(sizes - 1) * strides + 1``.
+sizes and strides. Backward formulas: unfold <-> fold, slice and slice1 ->
+slice_grad -> slice1, so any order of derivative works; each is linear, its
+forward-mode rule (``torch.func.jvp``) the operator on the tangent. Each
+checks its call as the function of its name does (``opendml::slice`` as
+``slice``, whatever values a graph was traced for).
 
 The functions here are the array API's (``opendml.unfold`` is
 ``opendml.torch.unfold``): on a tensor that needs a derivative in eager mode
@@ -62,7 +64,7 @@ from .arrays.torch import adapter as _adapter, library as _library, node as _nod
 from .arrays.torch.adapter import _is_sequence
 from .model.errors import ValidationError
 
-#: The window operators' functions (the plan route's: those with custom operators, SLICE through SLICE1's):
+#: The window operators' functions (the plan route's: those with custom operators):
 #: the array API's own functions, here by name, and their custom operators' overloads
 #: (``torch.ops.opendml.<name>.default``) as ``<name>_op``, both read from the registry.
 _WINDOW = [name for name in _arrays.FUNCTIONS if _contract.BINDING[name].route == "plan"]
