@@ -381,6 +381,24 @@ def test_the_family_operators_pass_opcheck_and_gradgradcheck():
     torch.autograd.gradgradcheck(lambda t: FAMILY([t, i], gather)[0], (x64,))
 
 
+def test_the_raw_operators_take_the_func_transforms():
+    """``torch.func.grad``, ``jacrev``, ``jacfwd``, ``hessian`` and ``vmap`` of ``grad`` on ``opendml::family``
+    (one input, a list of two, an index function's kept index tensor), ``opendml::family_adjoint`` and
+    ``opendml::move``, as on ``torch.autograd`` (``check_func_transforms``)."""
+    from opendml.arrays.torch.library import description
+    from .test_torch import check_func_transforms
+    x, i = _x(2, 3, 4, dtype=torch.float64), torch.tensor([[0, 1, -1, 1, 0]])
+    pad = '["pad", [[0, 1, 2], [1, 0, 1], "reflect", 0.0], false, false]'
+    (text,) = _desc_text(lambda v: dml.pad(v, [0, 1, 2], [1, 0, 1], "reflect"), [x])
+    assert description(text).OPERATOR == "PADDING1"
+    for fn, v in ((lambda t: FAMILY([t], pad)[0], x),
+                  (lambda t: FAMILY([t, 2 * t], '["join", [1], true, false]')[0], x),
+                  (lambda t: FAMILY([t, i], '["gather", [true, 0, null], false, false]')[0], x),
+                  (lambda g: ADJOINT([g], [x], pad)[0], _x(3, 4, 7, dtype=torch.float64)),
+                  (lambda t: move([t], text)[0], x)):
+        check_func_transforms(fn, v)
+
+
 def test_the_eager_path_is_unchanged():
     x = _x(2, 3, 4).requires_grad_(True)
     y = dml.pad(x, 1, 1, "reflect")

@@ -565,6 +565,35 @@ def test_torch_func_grad_around_compiled_dynamic(name):
     same(_np(grads), [case.gradient(i) for i in case.differentiable], "grad of compiled")
 
 
+@pytest.mark.parametrize("name", marked("torch-func-grad-move", ALL))
+def test_torch_func_grad_of_the_move_operator(name):
+    """``torch.func.grad`` of the call's description through the raw operator ``opendml::move`` (its
+    inputs in the description's order and sizes): the forward bytes, and J^T g exactly for every
+    differentiable array."""
+    case = case_of(name)
+    needs_differentiable(case)
+    import torch
+    from opendml.arrays.torch.library import to_text
+    desc, text = case.desc, to_text(case.desc)
+
+    def outputs(arrays):
+        inputs = [None] * len(arrays)
+        for i, a in enumerate(arrays):
+            inputs[case.positions[i]] = a.reshape(tuple(desc.inputs[case.positions[i]].sizes))
+        return [y.reshape(w.shape) for y, w in zip(torch.ops.opendml.move(inputs, text), case.want)]
+    xs = _torch(case.arrays)
+    same(_np(outputs(xs)), case.want, "opendml::move")
+
+    def loss(*diff):
+        arrays = list(xs)
+        for i, v in zip(case.differentiable, diff):
+            arrays[i] = v
+        return sum((y * torch.from_numpy(c)).sum() for y, c in zip(outputs(arrays), case.cotangents))
+    grads = torch.func.grad(loss, argnums=tuple(range(len(case.differentiable))))(
+        *[xs[i] for i in case.differentiable])
+    same(_np(grads), [case.gradient(i) for i in case.differentiable], "torch.func.grad of opendml::move")
+
+
 @pytest.mark.parametrize("name", marked("torch-compile", ALL))
 def test_torch_compile(name):
     """The call inside ``torch.compile(fullgraph=True)`` (AOTAutograd's

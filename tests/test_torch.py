@@ -138,6 +138,64 @@ def test_gradcheck_and_gradgradcheck(index, device):
     assert torch.autograd.gradgradcheck(f, (x,))
 
 
+def check_func_transforms(fn, x):
+    """``torch.func``'s transforms of ``fn`` (a raw operator's call, linear in its float64 tensor ``x``)
+    against ``torch.autograd`` on the same operator: ``grad``, ``jacrev`` and ``jacfwd``, ``hessian`` (zero
+    for the call itself, 2 J^T diag(w) J for a weighted square of it), ``grad`` of ``grad``, ``vmap`` of
+    ``grad``. (Before the operators' node took functorch's levels, each reverse-mode transform raised
+    PyTorch's "must override the setup_context staticmethod".)"""
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(fn(x).shape, dtype=x.dtype, generator=g).to(x.device)
+
+    def loss(v):
+        return (fn(v).square() * w).sum()
+
+    def autograd_grad(v, of=loss):
+        v = v.detach().requires_grad_()
+        return torch.autograd.grad(of(v), v)[0]
+    func, exact = torch.func, {"rtol": 0, "atol": 0}
+    torch.testing.assert_close(func.grad(loss)(x), autograd_grad(x), **exact)
+    jacobian = torch.autograd.functional.jacobian(fn, x)
+    torch.testing.assert_close(func.jacrev(fn)(x), jacobian, **exact)
+    torch.testing.assert_close(func.jacfwd(fn)(x), jacobian, **exact)
+    flat = jacobian.reshape(-1, x.numel())
+    torch.testing.assert_close(func.hessian(loss)(x), (2 * flat.T @ (w.reshape(-1, 1) * flat)).reshape(
+        *x.shape, *x.shape))
+    assert not func.hessian(lambda v: (fn(v) * w).sum())(x).any()
+    u = torch.randn(x.shape, dtype=x.dtype, generator=g).to(x.device)
+    torch.testing.assert_close(func.grad(lambda v: (func.grad(loss)(v) * u).sum())(x),
+                               autograd_grad(x, lambda v: (torch.autograd.grad(loss(v), v, create_graph=True)[0]
+                                                           * u).sum()), **exact)
+    xs = torch.stack([x, -2 * x, x.flip(-1)])
+    torch.testing.assert_close(func.vmap(func.grad(loss))(xs), torch.stack([autograd_grad(v) for v in xs]),
+                               **exact)
+
+
+@pytest.mark.parametrize("index", range(len(op_cases("cpu"))), ids=[case_id(c) for c in op_cases("cpu")])
+def test_func_transforms_of_the_operators(index, device):
+    op, args = op_cases(device)[index]
+    x = torch.randn(args[0].shape, dtype=torch.float64, generator=torch.Generator().manual_seed(index)).to(device)
+    check_func_transforms(lambda v: op(v, *args[1:]), x)
+
+
+@pytest.mark.parametrize("compiled_inside", [True, False], ids=["grad-of-compiled", "compiled-grad"])
+def test_func_grad_and_torch_compile_of_the_operators(compiled_inside):
+    """``torch.func.grad`` around ``torch.compile(dynamic=True)`` of a raw operator's call (Dynamo skips the
+    transform's frames, and must compile none of those the operator's kernel runs), and ``torch.compile``
+    around ``torch.func.grad``: the eager gradient."""
+    for op, args in [op_cases("cpu")[i] for i in (0, 1, 8, 9)]:      # unfold, fold, slice1, slice_grad
+        x = torch.randn(args[0].shape, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+
+        def loss(v):
+            return op(v, *args[1:]).square().sum()
+        v = x.clone().requires_grad_()
+        want = torch.autograd.grad(loss(v), v)[0]
+        torch._dynamo.reset()
+        grad = (torch.func.grad(torch.compile(loss, backend="aot_eager", dynamic=True)) if compiled_inside else
+                torch.compile(torch.func.grad(loss), backend="aot_eager"))
+        torch.testing.assert_close(grad(x), want, rtol=0, atol=0)
+
+
 def test_operators_match_their_references():
     for shape, params in UNFOLD_CASES:
         x = arange(*shape)

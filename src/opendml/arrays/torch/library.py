@@ -25,11 +25,13 @@ import dataclasses
 import functools
 import json
 import math
+import sys
 import threading
 
 import numpy as np
 import torch
 import torch.autograd.forward_ad as _fwad
+from torch._functorch.utils import enable_single_level_autograd_function
 
 from ...jsonform import from_json, to_json
 from ...model.errors import ValidationError
@@ -337,7 +339,8 @@ def define(name: str, schema: str, impl, fake, setup, backward, tangent=None, ru
         counts = _counts(args)
         tensors = _tensors(args, counts)
         if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
-            outs = _Node.apply(defined, keyset, args, counts, *tensors)
+            node = _LevelNode if torch._C._are_functorch_transforms_active() else _Node
+            outs = node.apply(defined, keyset, args, counts, *tensors)
             return list(outs) if defined.many else outs[0]
         with torch._C._AutoDispatchBelowAutograd():
             return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
@@ -398,6 +401,39 @@ class _Node(torch.autograd.Function):
         per_argument = ctx.defined.backward(ctx, list(grads) if ctx.defined.many else grads[0])
         return (None, None, None, None, *[g for gs, n in zip(per_argument, ctx.counts)
                                           for g in ((gs,) if n is None else gs or [None] * n)])
+
+
+class _LevelNode(_Node):
+    """``_Node`` for a call under a ``torch.func`` transform (``grad``, ``jacrev``, ``hessian``, ``vmap`` of
+    them), recorded, as ATen's autograd kernels record theirs, on the transform level the operator's kernel
+    runs at: its forward's redispatch reaches functorch's back mode, which runs the operator on the level
+    below (under ``vmap``, its batching rule) with grad and forward grad on, so that that level records its
+    own node or tangent (``Function.apply`` turns both off for ``forward``). It is applied as a single-level
+    Function, as functorch applies one per level of its own: ``Function.apply`` would take it for a Function
+    called above the dispatcher and route it through ``custom_function_call``, which needs the
+    ``setup_context`` form and cannot be dispatched from inside an operator's kernel."""
+
+    @classmethod
+    def apply(cls, *operands):
+        return (_uncompiled_level_apply() if "torch._dynamo" in sys.modules else _level_apply)(*operands)
+
+    @staticmethod
+    def forward(ctx, *operands):
+        with torch.enable_grad(), _fwad._set_fwd_grad_enabled(True):
+            return _Node.forward(ctx, *operands)
+
+
+def _level_apply(*operands):
+    with enable_single_level_autograd_function():
+        return super(torch.autograd.Function, _LevelNode).apply(*operands)
+
+
+@functools.cache
+def _uncompiled_level_apply():
+    """``_level_apply`` where Dynamo compiles no frame of it (``torch.compiler.disable``; made on first use,
+    Dynamo imported by then): a function compiled by ``torch.compile`` and called under a ``torch.func``
+    transform has its own frames skipped but every frame they call compiled, the operator's kernel too."""
+    return torch.compiler.disable(_level_apply, recursive=True)
 
 
 def _move_fake(inputs, desc):
