@@ -502,11 +502,11 @@ def run(call, arrays) -> list:
     arrays, validated on the whole arrays' shapes, then built lazily by the
     graph builder of the operator's declared chunking (``chunking()``, see
     ``opendml.ops._spec``): a kind's builder (``_BUILDERS``), else the
-    blockwise one (``_blockwise``, IDENTITY and CAST's without a chunking;
-    unknown chunk sizes are refused before, by the contract's checks)."""
+    blockwise one (``_blockwise``, for a dict of axes; unknown chunk sizes
+    are refused before, by the contract's checks)."""
     dtypes = [_dtype(x) for x in arrays]
     desc = call.describe_arrays(dtypes, [x.shape for x in arrays])
-    rules = desc.chunking() if hasattr(desc, "chunking") else {k: 0 for k in range(len(arrays[0].shape))}
+    rules = desc.chunking()
     if type(rules) is str:
         return [_BUILDERS[rules](arrays[0], dtypes[0], desc)]
     return _blockwise(call, desc, arrays, dtypes, rules)

@@ -31,11 +31,15 @@ class MoveOperatorDesc(OperatorDesc):
         return self if is_float(self.outputs[0].data_type) else None
 
 
-class ElementWiseDesc(MoveOperatorDesc):
-    """IDENTITY and CAST: one strided ``Copy`` of the input to an output of its sizes."""
+class SameSizes:
+    """Mixin of the operators whose one output has the first input's sizes (its ``output_sizes_for``)."""
 
     def output_sizes_for(self, input_sizes):
         return (tuple(input_sizes[0]),)
+
+
+class ElementWiseDesc(SameSizes, MoveOperatorDesc):
+    """IDENTITY and CAST: one strided ``Copy`` of the input to an output of its sizes."""
 
     def _passes(self, layouts, scale_bias=None):
         (strides, origin), = layouts

@@ -22,12 +22,13 @@ from ..model.tensor_desc import TensorDesc
 from ..model.data_type import DataType
 from ..plan import INDEX_REVERSE_LENGTH, Gather
 from ._common import support
+from ._move import SameSizes
 from ._index import INDEX_TYPES_1_0, IndexOperatorDesc, dims, position
 from ._spec import Binding, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
+class ReverseSubsequencesOperatorDesc(SameSizes, IndexOperatorDesc):
     """``OutputTensor`` may be None: a packed output of the input's sizes."""
 
     input_tensor: TensorDesc
@@ -75,9 +76,6 @@ class ReverseSubsequencesOperatorDesc(IndexOperatorDesc):
         axis = self._axis_field("axis", "Axis", inp.rank, "InputTensor")
         self._check_all_but_axis("SequenceLengthsTensor", lengths, "InputTensor", inp, axis, axis_size=1)
         self._check_index_output(inp, self.output_sizes_for((inp.sizes,))[0], "InputTensor.Sizes")
-
-    def output_sizes_for(self, input_sizes):
-        return (tuple(input_sizes[0]),)
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (ls, lo) = layouts

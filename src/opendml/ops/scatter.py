@@ -33,13 +33,14 @@ import dataclasses
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Scatter
 from ._common import FLOAT16_32
+from ._move import SameSizes
 from ._index import (CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, elements_axis, index_support,
                      position)
 from ._spec import Binding, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class ScatterElementsOperatorDesc(IndexOperatorDesc):
+class ScatterElementsOperatorDesc(SameSizes, IndexOperatorDesc):
     """``OutputTensor`` may be None: a packed output of the input's sizes."""
 
     input_tensor: TensorDesc
@@ -89,9 +90,6 @@ class ScatterElementsOperatorDesc(IndexOperatorDesc):
                                 f"got {upd.sizes[d]} != {idx.sizes[d]}")
         self._check_index_output(inp, self.output_sizes_for((inp.sizes,))[0], "InputTensor.Sizes",
                                  ("InputTensor", "UpdatesTensor", "OutputTensor"))
-
-    def output_sizes_for(self, input_sizes):
-        return (tuple(input_sizes[0]),)
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (is_, io), (us, uo) = layouts

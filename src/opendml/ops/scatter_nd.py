@@ -38,13 +38,14 @@ import dataclasses
 from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Scatter
+from ._move import SameSizes
 from ._index import CHECK_INDICES_DOC, INDICES_DOC, dims, index_support, nd_rank, right_aligned, tuple_size
 from ._spec import Binding
 from .gather_nd import _NdIndexing
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class ScatterNdOperatorDesc(_NdIndexing):
+class ScatterNdOperatorDesc(SameSizes, _NdIndexing):
     """``OutputTensor`` may be None: a packed output of the input's sizes."""
 
     input_tensor: TensorDesc
@@ -102,9 +103,6 @@ class ScatterNdOperatorDesc(_NdIndexing):
                           "the indexed dimensions]}")
         self._check_index_output(inp, self.output_sizes_for((inp.sizes,))[0], "InputTensor.Sizes",
                                  ("InputTensor", "UpdatesTensor", "OutputTensor"))
-
-    def output_sizes_for(self, input_sizes):
-        return (tuple(input_sizes[0]),)
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (is_, io), (us, uo) = layouts

@@ -40,6 +40,7 @@ import torch.autograd.forward_ad as _fwad
 from ...model.errors import UnsupportedError
 from ...ops import OPERATORS
 from ...ops._spec import binding_of
+from ...ops.fold import _is_sequence
 from ...runtime import calls
 from ...runtime.config import config
 from .._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
@@ -319,10 +320,6 @@ def through_op(x, call):
             _ROUTES.clear()
         _ROUTES[memo] = op, args, reshape
     return op(x if reshape is None else x.reshape(reshape), *args)
-
-
-def _is_sequence(value) -> bool:
-    return not isinstance(value, (str, bytes)) and hasattr(value, "__len__")
 
 
 def _ints(value, d: int = 0) -> list:
