@@ -111,6 +111,9 @@ def op_cases(device, dtype=torch.float64):
         g_shape = [1 + (s - 1) // abs(t) for s, t in zip(sizes, strides)]
         cases.append((dmlt.slice_grad_op, (arange(*g_shape, dtype=dtype, device=device), list(shape), offsets,
                                            sizes, strides)))
+        # SLICE in the same window, forwards: its element counts and the strides' sizes
+        cases.append((dmlt.slice_op, (arange(*shape, dtype=dtype, device=device), offsets, g_shape,
+                                      [abs(t) for t in strides])))
     return cases
 
 

@@ -340,7 +340,7 @@ def _concrete(values) -> bool:
 # -- the operators -----------------------------------------------------------------------------------
 
 #: The operators' schemas (after the name), the same in both namespaces: the framework form
-#: (``framework_call``) of the array API's calls, as each operator declares it (SLICE takes SLICE1's).
+#: (``framework_call``) of the array API's calls, as each operator declares it.
 _SCHEMAS = {binding_of(cls).function: cls.SCHEMA for cls in OPERATORS.values() if "SCHEMA" in vars(cls)}
 #: The C++ operators pack their int lists into one (the dispatcher's Python entry costs about half as
 #: much with one list as with five): ``_SPLITS[name]`` lists of one length, one after another.

@@ -31,7 +31,10 @@ import threading
 import numpy as np
 import torch
 import torch.autograd.forward_ad as _fwad
-from torch._functorch.utils import enable_single_level_autograd_function
+try:        # functorch's own switch for its per-level Functions (PyTorch 2.0 on); without it, the transforms refuse
+    from torch._functorch.utils import enable_single_level_autograd_function
+except ImportError:                                     # pragma: no cover - every PyTorch opendml supports has it
+    enable_single_level_autograd_function = None
 
 from ...jsonform import from_json, to_json
 from ...model.errors import ValidationError
@@ -339,7 +342,8 @@ def define(name: str, schema: str, impl, fake, setup, backward, tangent=None, ru
         counts = _counts(args)
         tensors = _tensors(args, counts)
         if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
-            node = _LevelNode if torch._C._are_functorch_transforms_active() else _Node
+            node = (_LevelNode if enable_single_level_autograd_function is not None
+                    and torch._C._are_functorch_transforms_active() else _Node)
             outs = node.apply(defined, keyset, args, counts, *tensors)
             return list(outs) if defined.many else outs[0]
         with torch._C._AutoDispatchBelowAutograd():
