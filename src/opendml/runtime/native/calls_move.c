@@ -84,8 +84,8 @@ int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_
 
 /* A new C-contiguous output (an output block where large enough, as CpuBackend.empty gives), its data in *data,
  * whether its memory was never touched in *fresh (where not NULL); NULL with an exception. */
-PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int64_t bytes, int use_blocks,
-                     char **data, int *fresh) {
+static PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int64_t bytes, int use_blocks,
+                            char **data, int *fresh) {
     npy_intp dims[MAX_RANK];
     PyObject *out;
     int unused;
@@ -663,7 +663,7 @@ PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs) {
  * each launch, so nothing queued reads the entry) and make a failed launch's retry and error. */
 
 /* The framework of x (one array, or the first of a list or tuple): 1 PyTorch, 2 CuPy, else 0. */
-int cuda_framework(PyObject *x) {
+static int cuda_framework(PyObject *x) {
     if (!(x = first_of(x))) return 0;
     if (t_type && Py_TYPE(x) == (PyTypeObject *)t_type) return 1;
     if (c_type && Py_TYPE(x) == (PyTypeObject *)c_type) return 2;
