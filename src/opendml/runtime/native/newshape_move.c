@@ -213,8 +213,7 @@ static int pad_value_bits(PyObject *v, int64_t t, uint64_t *bits) {
         *bits = b;
         return 0;
     }
-    if ((double)f != d && !isnan(d)) return -1;    /* (a double NaN's payload: the Python route) */
-    if (isnan(d)) return -1;
+    if (isnan(d) || (double)f != d) return -1;     /* (a NaN's payload, a double not float32's: the Python route) */
     const uint16_t h = odml_f2h(f);
     if (isfinite(d) && (h & 0x7c00u) == 0x7c00u) return -1;   /* overflows float16: the rule's error */
     *bits = h;
