@@ -286,23 +286,17 @@ class CpuBackend:
         if type(p) is not Copy and type(p) is not Fill:
             return None
         out_t = plan.out_types[p.dst]
-        dst = dsts[p.dst]
-        fill = isinstance(p, Fill)
-        if fill:
-            bits = _fill_bits(p.value, out_t)
+        if type(p) is Fill:
             blob = self._native.move_params(1, 0, out_t, 0, p.dst_offset, p.sizes, None, p.dst_strides, None,
-                                            None, bits)
-            if blob is not None:
-                return self._launch(self._native.move, blob, dst, dst, p.count * dst.itemsize)
+                                            None, _fill_bits(p.value, out_t))
         else:
             maps = None if p.maps is None else tuple(None if m is None else (m.mode, m.shift, m.size)
                                                      for m in p.maps)
-            src = srcs[p.src]
             blob = self._native.move_params(0, plan.in_types[p.src], out_t, p.src_offset, p.dst_offset, p.sizes,
                                             p.src_strides, p.dst_strides, maps, p.scale_bias, 0)
-            if blob is not None:
-                return self._launch(self._native.move, blob, src, dst, p.count * (src.itemsize + dst.itemsize))
-        return CpuBackend._python_move_pass(self, plan, p, srcs, dsts)   # (self may be planner._Capture)
+        if blob is None:
+            return CpuBackend._python_move_pass(self, plan, p, srcs, dsts)   # (self may be planner._Capture)
+        return CpuBackend._move_launch(self, blob, p, srcs, dsts[p.dst])
 
     def _python_move_pass(self, plan: MovePlan, p, srcs, dsts):
         """``_native_move_pass``'s parameters built in Python (canonical_move_pass, MoveParams)."""
@@ -314,13 +308,10 @@ class CpuBackend:
         params = MoveParams(rank=r, dst_type=out_t, dst_offset=p.dst_offset)
         params.sizes[:r] = sizes
         params.dst_strides[:r] = ds
-        dst = dsts[p.dst]
         if isinstance(p, Fill):
             params.kind = 1
             params.src_type = out_t
             params.fill_bits = _fill_bits(p.value, out_t)
-            src = dst
-            moved = p.count * dst.itemsize
         else:
             params.kind = 0
             params.src_type = plan.in_types[p.src]
@@ -332,9 +323,15 @@ class CpuBackend:
             if p.scale_bias is not None:
                 params.has_scale_bias = 1
                 params.scale, params.bias = float(p.scale_bias[0]), float(p.scale_bias[1])
-            src = srcs[p.src]
-            moved = p.count * (src.itemsize + dst.itemsize)
-        return self._launch(self._native.move, params, src, dst, moved)
+        return CpuBackend._move_launch(self, params, p, srcs, dsts[p.dst])
+
+    def _move_launch(self, params, p, srcs, dst):
+        """The move kernel's run of pass ``p`` (a Fill reads nothing: its source is ``dst``), its threads by the
+        bytes it moves."""
+        if isinstance(p, Fill):
+            return self._launch(self._native.move, params, dst, dst, p.count * dst.itemsize)
+        src = srcs[p.src]
+        return self._launch(self._native.move, params, src, dst, p.count * (src.itemsize + dst.itemsize))
 
     def _index_pass(self, plan: MovePlan, p, srcs, dsts):
         """A compiled ``Gather``/``Scatter`` pass (index.c, one thread: a scatter
