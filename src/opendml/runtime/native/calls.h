@@ -159,8 +159,8 @@ static inline PyObject **seq_items(PyObject *x, Py_ssize_t *n) {
 }
 int key_arg(Key *k, PyObject *a);
 int key_move_arg(Key *k, PyObject *a);   /* a family argument's (calls_move.c) */
-/* a call's key up to its array(s): kind, operator, each argument (key_arg's; move: key_move_arg's) */
-int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs, int move);
+/* a call's key up to its array(s): kind, operator, each argument (key_move_arg's) */
+int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs);
 /* the entry stored under k (a new reference), or NULL, a miss counted; n_in >= 0: an entry of the key's kind
  * (its first word) with n_in inputs only */
 Entry *lookup(const Key *k, int n_in);
