@@ -88,12 +88,12 @@ def _axis_pieces(size, window, stride, dilation, pad, blocks, blocks_first: bool
             yield None, b, "k", lo, hi, window
 
 
-def _window_views(spatial, window, strides, dilations, pads, blocks, blocks_first=False):
-    """For every combination of pieces (``_axis_pieces`` per dimension, in
-    lexicographic order): per dimension (fixed k, fixed b, free axis, lo,
-    hi, count)."""
+def _window_views(plan, blocks_first=False):
+    """For every combination of pieces (``_axis_pieces`` per dimension of an
+    UnfoldPlan or FoldPlan, in lexicographic order): per dimension (fixed k,
+    fixed b, free axis, lo, hi, count)."""
     per_dim = [list(_axis_pieces(*args, blocks_first)) for args in
-               zip(spatial, window, strides, dilations, pads, blocks)]
+               zip(plan.spatial, plan.window, plan.strides, plan.dilations, plan.start_padding, plan.blocks)]
     return itertools.product(*per_dim)
 
 
@@ -137,8 +137,7 @@ def prepare_unfold(plan: UnfoldPlan, src, dst):
     col_strides = [ocol * math.prod(plan.blocks[d + 1:]) for d in range(D)]
     n_s, c_s, *sp_s = plan.in_strides
     copies, zeros = [], []
-    for pieces in _window_views(plan.spatial, plan.window, plan.strides, plan.dilations, plan.start_padding,
-                                plan.blocks):
+    for pieces in _window_views(plan):
         base, free_strides = _column_walk(pieces, row_strides, col_strides)
         base += plan.out_offset
         out_sizes = [plan.batch, plan.channels, *(count for *_, count in pieces)]
@@ -191,8 +190,7 @@ def prepare_fold(plan: FoldPlan, src, dst):
     out = view(dst.view(elem), plan.out_offset, (N, C, *plan.spatial), plan.out_strides)
     adds = []
     if plan.out_count and all(plan.blocks):
-        for pieces in _window_views(plan.spatial, plan.window, plan.strides, plan.dilations, plan.start_padding,
-                                    plan.blocks, blocks_first=True):
+        for pieces in _window_views(plan, blocks_first=True):
             if any(hi <= lo for _, _, _, lo, hi, _ in pieces):
                 continue
             in_base, in_free = _column_walk(pieces, row_strides, col_strides)
