@@ -21,7 +21,7 @@ from ...plan import (Copy, CopyPlan, Fill, FoldPlan, Gather, MovePlan, Scatter, 
                      Windows, WindowSums)
 from .. import alloc
 from ..config import CACHE_MIN_BYTES, Config
-from ..params import MAX_RANK, copy_params, fold_params, scatter_params, unfold_params
+from ..params import MAX_RANK, _fields, copy_params, fold_params, i64, scatter_params, unfold_params
 from . import numpy_kernels
 
 WORDS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
@@ -34,12 +34,10 @@ MOVE_MAX_RANK = 16
 class MoveParams(ctypes.Structure):
     """ctypes mirror of ``odml_cpu_move_params`` (runtime/cpu/move.h), same field
     order; every field 64 bits."""
-    _fields_ = [("kind", ctypes.c_int64), ("src_type", ctypes.c_int64), ("dst_type", ctypes.c_int64),
-                ("rank", ctypes.c_int64), ("src_offset", ctypes.c_int64), ("dst_offset", ctypes.c_int64),
-                ("has_scale_bias", ctypes.c_int64), ("scale", ctypes.c_double), ("bias", ctypes.c_double),
-                ("fill_bits", ctypes.c_uint64)] + [
-        (name, ctypes.c_int64 * MOVE_MAX_RANK)
-        for name in ("sizes", "src_strides", "dst_strides", "map_mode", "map_shift", "map_size")]
+    _fields_ = _fields("kind", "src_type", "dst_type", "rank", "src_offset", "dst_offset", "has_scale_bias",
+                       scale=ctypes.c_double, bias=ctypes.c_double, fill_bits=ctypes.c_uint64,
+                       **dict.fromkeys(("sizes", "src_strides", "dst_strides", "map_mode", "map_shift", "map_size"),
+                                       i64 * MOVE_MAX_RANK))
 
 
 def canonical_move_pass(p):
@@ -83,9 +81,8 @@ def canonical_move_pass(p):
 
 class IndexAxisParams(ctypes.Structure):
     """ctypes mirror of ``idx_axis`` (runtime/cpu/indexed/index.c)."""
-    _fields_ = [(name, ctypes.c_int64) for name in ("slot", "type", "offset", "stride", "bound", "mode",
-                                                   "out_of_range", "axis")] + [
-        ("strides", ctypes.c_int64 * MOVE_MAX_RANK)]
+    _fields_ = _fields("slot", "type", "offset", "stride", "bound", "mode", "out_of_range", "axis",
+                       strides=i64 * MOVE_MAX_RANK)
 
 
 #: index.c's IDX_MAX_AXES
@@ -94,12 +91,10 @@ INDEX_MAX_AXES = 8
 
 class IndexParams(ctypes.Structure):
     """ctypes mirror of ``idx_params`` (runtime/cpu/indexed/index.h), same field order."""
-    _fields_ = [("kind", ctypes.c_int64), ("element_size", ctypes.c_int64), ("data_type", ctypes.c_int64),
-                ("rank", ctypes.c_int64), ("outer", ctypes.c_int64), ("accumulate", ctypes.c_int64),
-                ("has_value", ctypes.c_int64), ("value_bits", ctypes.c_uint64), ("src_offset", ctypes.c_int64),
-                ("dst_offset", ctypes.c_int64)] + [
-        (name, ctypes.c_int64 * MOVE_MAX_RANK) for name in ("sizes", "src_strides", "dst_strides")] + [
-        ("naxes", ctypes.c_int64), ("axes", IndexAxisParams * INDEX_MAX_AXES)]
+    _fields_ = _fields("kind", "element_size", "data_type", "rank", "outer", "accumulate", "has_value",
+                       value_bits=ctypes.c_uint64, src_offset=i64, dst_offset=i64,
+                       **dict.fromkeys(("sizes", "src_strides", "dst_strides"), i64 * MOVE_MAX_RANK),
+                       naxes=i64, axes=IndexAxisParams * INDEX_MAX_AXES)
 
 
 def index_params(plan: MovePlan, p) -> IndexParams | None:
