@@ -125,7 +125,7 @@ def _from_environment() -> tuple[dict, dict]:
         if not text:
             continue
         if type(allowed) is range:
-            if (text.isascii() and text.isdigit()) and len(text) <= 20 and int(text) in allowed:
+            if text.isascii() and text.isdigit() and len(text) <= 20 and int(text) in allowed:
                 values[setting] = int(text)
             else:
                 errors[setting] = ValidationError(f"{name} must be an integer in [{allowed[0]}, {allowed[-1]}]; "
