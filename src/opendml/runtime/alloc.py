@@ -43,45 +43,34 @@ def _human(n: int) -> str:
     return f"{n} bytes"
 
 
-def _dtype_name(dtype) -> str:
-    try:
-        return np.dtype(dtype).name
-    except TypeError:                     # a framework's own dtype object (torch.float16)
-        return str(dtype).removeprefix("torch.")
-
-
 def nbytes_of(shape, itemsize: int) -> int:
     """Bytes of a packed array of ``shape`` (Python integers: no overflow)."""
     return math.prod(int(s) for s in shape) * int(itemsize)
 
 
-def allocation_error(what: str, shape, dtype, itemsize: int | None = None, device: str = "the CPU",
-                     part: str = "the output") -> AllocationError:
+def allocation_error(what: str, shape, dtype, device: str = "the CPU", part: str = "the output") -> AllocationError:
     """The error for ``part`` (the output, or scratch memory of its size) of
-    ``shape`` and ``dtype`` that ``what`` (an operation's name, e.g.
-    ``"unfold"`` or ``"Buffer.read"``) could not allocate on ``device``."""
+    ``shape`` and ``dtype`` (a NumPy dtype) that ``what`` (an operation's
+    name, e.g. ``"unfold"`` or ``"Buffer.read"``) could not allocate on
+    ``device``."""
     shape = tuple(int(s) for s in shape)
-    if itemsize is None:
-        itemsize = np.dtype(dtype).itemsize
-    n = nbytes_of(shape, itemsize)
+    dtype = np.dtype(dtype)
+    n = nbytes_of(shape, dtype.itemsize)
     size = f"{n} bytes" if n < 1024 else f"{n} bytes ({_human(n)})"
-    return AllocationError(f"{what}: cannot allocate {part} of shape {shape} {_dtype_name(dtype)}: {size} "
-                           f"on {device}")
+    return AllocationError(f"{what}: cannot allocate {part} of shape {shape} {dtype.name}: {size} on {device}")
 
 
-def output(what: str, shape, dtype, allocate: Callable[..., Any], *, device: str = "the CPU",
-           itemsize: int | None = None, errors: tuple = (), part: str = "the output") -> Any:
-    """``allocate(shape, dtype)``, or an ``AllocationError`` where it fails
-    for lack of memory (``MemoryError`` and its subclasses, which include
-    NumPy's and CuPy's, or one of ``errors``) or the size exceeds what any
-    allocator can address."""
-    if itemsize is None:
-        itemsize = np.dtype(dtype).itemsize
-    if nbytes_of(shape, itemsize) > sys.maxsize:
-        raise allocation_error(what, shape, dtype, itemsize, device, part)
+def output(what: str, shape, dtype, allocate: Callable[..., Any], *, device: str = "the CPU", errors: tuple = (),
+           part: str = "the output") -> Any:
+    """``allocate(shape, dtype)`` (``dtype`` a NumPy dtype), or an
+    ``AllocationError`` where it fails for lack of memory (``MemoryError``
+    and its subclasses, which include NumPy's and CuPy's, or one of
+    ``errors``) or the size exceeds what any allocator can address."""
+    if nbytes_of(shape, np.dtype(dtype).itemsize) > sys.maxsize:
+        raise allocation_error(what, shape, dtype, device, part)
     try:
         return allocate(shape, dtype)
     except (MemoryError, *errors) as exc:
         if isinstance(exc, AllocationError):
             raise
-        raise allocation_error(what, shape, dtype, itemsize, device, part) from None
+        raise allocation_error(what, shape, dtype, device, part) from None

@@ -110,36 +110,31 @@ class Config:
 compiled_probe = None
 
 
-def _parse_int(name: str, raw: str, lo: int, hi: int) -> int:
-    text = raw.strip()
-    if not (text.isascii() and text.isdigit()) or len(text) > 20 or not lo <= int(text) <= hi:
-        raise ValidationError(f"{name} must be an integer in [{lo}, {hi}]; got {raw!r}")
-    return int(text)
-
-
 def _from_environment() -> tuple[dict, dict]:
-    """Settings read from the environment, and the error per setting."""
+    """Settings read from the environment, and the error per setting: a name
+    of ``allowed`` (a tuple), or an integer in ``allowed`` (a range)."""
     values: dict = {}
     errors: dict = {}
-    for setting, name, choices in (("cpu_kernels", "OPENDML_CPU_KERNELS", KERNEL_CHOICES),
+    for setting, name, allowed in (("cpu_kernels", "OPENDML_CPU_KERNELS", KERNEL_CHOICES),
                                    ("call_cache", "OPENDML_CALL_CACHE", ("0", "1")),
-                                   ("torch_node", "OPENDML_TORCH_NODE", TORCH_NODE_CHOICES)):
+                                   ("torch_node", "OPENDML_TORCH_NODE", TORCH_NODE_CHOICES),
+                                   ("threads", "OPENDML_CPU_THREADS", range(1, MAX_THREADS + 1)),
+                                   ("output_cache_bytes", "OPENDML_CPU_CACHE_BYTES", range(MAX_CACHE_BYTES + 1))):
         raw = os.environ.get(name)
-        if raw is not None and raw.strip():
-            choice = raw.strip().lower()
-            if choice in choices:
-                values[setting] = choice == "1" if setting == "call_cache" else choice
+        text = raw.strip() if raw is not None else ""
+        if not text:
+            continue
+        if type(allowed) is range:
+            if text.isascii() and text.isdigit() and len(text) <= 20 and int(text) in allowed:
+                values[setting] = int(text)
             else:
-                allowed = "0 or 1" if setting == "call_cache" else "one of " + ", ".join(choices)
-                errors[setting] = ValidationError(f"{name} must be {allowed}; got {raw!r}")
-    for setting, name, lo, hi in (("threads", "OPENDML_CPU_THREADS", 1, MAX_THREADS),
-                                  ("output_cache_bytes", "OPENDML_CPU_CACHE_BYTES", 0, MAX_CACHE_BYTES)):
-        raw = os.environ.get(name)
-        if raw is not None and raw.strip():
-            try:
-                values[setting] = _parse_int(name, raw, lo, hi)
-            except ValidationError as e:
-                errors[setting] = e
+                errors[setting] = ValidationError(f"{name} must be an integer in [{allowed[0]}, {allowed[-1]}]; "
+                                                  f"got {raw!r}")
+        elif text.lower() in allowed:
+            values[setting] = text.lower() == "1" if setting == "call_cache" else text.lower()
+        else:
+            how = "0 or 1" if setting == "call_cache" else "one of " + ", ".join(allowed)
+            errors[setting] = ValidationError(f"{name} must be {how}; got {raw!r}")
     return values, errors
 
 

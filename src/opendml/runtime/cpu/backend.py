@@ -21,7 +21,7 @@ from ...plan import (Copy, CopyPlan, Fill, FoldPlan, Gather, MovePlan, Scatter, 
                      Windows, WindowSums)
 from .. import alloc
 from ..config import CACHE_MIN_BYTES, Config
-from ..params import MAX_RANK, copy_params, fold_params, scatter_params, unfold_params
+from ..params import MAX_RANK, _fields, copy_params, fold_params, i64, scatter_params, unfold_params
 from . import numpy_kernels
 
 WORDS = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
@@ -34,12 +34,10 @@ MOVE_MAX_RANK = 16
 class MoveParams(ctypes.Structure):
     """ctypes mirror of ``odml_cpu_move_params`` (runtime/cpu/move.h), same field
     order; every field 64 bits."""
-    _fields_ = [("kind", ctypes.c_int64), ("src_type", ctypes.c_int64), ("dst_type", ctypes.c_int64),
-                ("rank", ctypes.c_int64), ("src_offset", ctypes.c_int64), ("dst_offset", ctypes.c_int64),
-                ("has_scale_bias", ctypes.c_int64), ("scale", ctypes.c_double), ("bias", ctypes.c_double),
-                ("fill_bits", ctypes.c_uint64)] + [
-        (name, ctypes.c_int64 * MOVE_MAX_RANK)
-        for name in ("sizes", "src_strides", "dst_strides", "map_mode", "map_shift", "map_size")]
+    _fields_ = _fields("kind", "src_type", "dst_type", "rank", "src_offset", "dst_offset", "has_scale_bias",
+                       scale=ctypes.c_double, bias=ctypes.c_double, fill_bits=ctypes.c_uint64,
+                       **dict.fromkeys(("sizes", "src_strides", "dst_strides", "map_mode", "map_shift", "map_size"),
+                                       i64 * MOVE_MAX_RANK))
 
 
 def canonical_move_pass(p):
@@ -83,9 +81,8 @@ def canonical_move_pass(p):
 
 class IndexAxisParams(ctypes.Structure):
     """ctypes mirror of ``idx_axis`` (runtime/cpu/indexed/index.c)."""
-    _fields_ = [(name, ctypes.c_int64) for name in ("slot", "type", "offset", "stride", "bound", "mode",
-                                                   "out_of_range", "axis")] + [
-        ("strides", ctypes.c_int64 * MOVE_MAX_RANK)]
+    _fields_ = _fields("slot", "type", "offset", "stride", "bound", "mode", "out_of_range", "axis",
+                       strides=i64 * MOVE_MAX_RANK)
 
 
 #: index.c's IDX_MAX_AXES
@@ -94,12 +91,10 @@ INDEX_MAX_AXES = 8
 
 class IndexParams(ctypes.Structure):
     """ctypes mirror of ``idx_params`` (runtime/cpu/indexed/index.h), same field order."""
-    _fields_ = [("kind", ctypes.c_int64), ("element_size", ctypes.c_int64), ("data_type", ctypes.c_int64),
-                ("rank", ctypes.c_int64), ("outer", ctypes.c_int64), ("accumulate", ctypes.c_int64),
-                ("has_value", ctypes.c_int64), ("value_bits", ctypes.c_uint64), ("src_offset", ctypes.c_int64),
-                ("dst_offset", ctypes.c_int64)] + [
-        (name, ctypes.c_int64 * MOVE_MAX_RANK) for name in ("sizes", "src_strides", "dst_strides")] + [
-        ("naxes", ctypes.c_int64), ("axes", IndexAxisParams * INDEX_MAX_AXES)]
+    _fields_ = _fields("kind", "element_size", "data_type", "rank", "outer", "accumulate", "has_value",
+                       value_bits=ctypes.c_uint64, src_offset=i64, dst_offset=i64,
+                       **dict.fromkeys(("sizes", "src_strides", "dst_strides"), i64 * MOVE_MAX_RANK),
+                       naxes=i64, axes=IndexAxisParams * INDEX_MAX_AXES)
 
 
 def index_params(plan: MovePlan, p) -> IndexParams | None:
@@ -286,23 +281,17 @@ class CpuBackend:
         if type(p) is not Copy and type(p) is not Fill:
             return None
         out_t = plan.out_types[p.dst]
-        dst = dsts[p.dst]
-        fill = isinstance(p, Fill)
-        if fill:
-            bits = _fill_bits(p.value, out_t)
+        if type(p) is Fill:
             blob = self._native.move_params(1, 0, out_t, 0, p.dst_offset, p.sizes, None, p.dst_strides, None,
-                                            None, bits)
-            if blob is not None:
-                return self._launch(self._native.move, blob, dst, dst, p.count * dst.itemsize)
+                                            None, _fill_bits(p.value, out_t))
         else:
             maps = None if p.maps is None else tuple(None if m is None else (m.mode, m.shift, m.size)
                                                      for m in p.maps)
-            src = srcs[p.src]
             blob = self._native.move_params(0, plan.in_types[p.src], out_t, p.src_offset, p.dst_offset, p.sizes,
                                             p.src_strides, p.dst_strides, maps, p.scale_bias, 0)
-            if blob is not None:
-                return self._launch(self._native.move, blob, src, dst, p.count * (src.itemsize + dst.itemsize))
-        return CpuBackend._python_move_pass(self, plan, p, srcs, dsts)   # (self may be planner._Capture)
+        if blob is None:
+            return CpuBackend._python_move_pass(self, plan, p, srcs, dsts)   # (self may be planner._Capture)
+        return CpuBackend._move_launch(self, blob, p, srcs, dsts[p.dst])
 
     def _python_move_pass(self, plan: MovePlan, p, srcs, dsts):
         """``_native_move_pass``'s parameters built in Python (canonical_move_pass, MoveParams)."""
@@ -314,13 +303,10 @@ class CpuBackend:
         params = MoveParams(rank=r, dst_type=out_t, dst_offset=p.dst_offset)
         params.sizes[:r] = sizes
         params.dst_strides[:r] = ds
-        dst = dsts[p.dst]
         if isinstance(p, Fill):
             params.kind = 1
             params.src_type = out_t
             params.fill_bits = _fill_bits(p.value, out_t)
-            src = dst
-            moved = p.count * dst.itemsize
         else:
             params.kind = 0
             params.src_type = plan.in_types[p.src]
@@ -332,9 +318,15 @@ class CpuBackend:
             if p.scale_bias is not None:
                 params.has_scale_bias = 1
                 params.scale, params.bias = float(p.scale_bias[0]), float(p.scale_bias[1])
-            src = srcs[p.src]
-            moved = p.count * (src.itemsize + dst.itemsize)
-        return self._launch(self._native.move, params, src, dst, moved)
+        return CpuBackend._move_launch(self, params, p, srcs, dsts[p.dst])
+
+    def _move_launch(self, params, p, srcs, dst):
+        """The move kernel's run of pass ``p`` (a Fill reads nothing: its source is ``dst``), its threads by the
+        bytes it moves."""
+        if isinstance(p, Fill):
+            return self._launch(self._native.move, params, dst, dst, p.count * dst.itemsize)
+        src = srcs[p.src]
+        return self._launch(self._native.move, params, src, dst, p.count * (src.itemsize + dst.itemsize))
 
     def _index_pass(self, plan: MovePlan, p, srcs, dsts):
         """A compiled ``Gather``/``Scatter`` pass (index.c, one thread: a scatter

@@ -88,22 +88,41 @@ def _axis_pieces(size, window, stride, dilation, pad, blocks, blocks_first: bool
             yield None, b, "k", lo, hi, window
 
 
-def _window_views(spatial, window, strides, dilations, pads, blocks, blocks_first=False):
-    """For every combination of pieces (``_axis_pieces`` per dimension, in
-    lexicographic order): per dimension (fixed k, fixed b, free axis, lo,
-    hi, count)."""
+def _window_views(plan, blocks_first=False):
+    """For every combination of pieces (``_axis_pieces`` per dimension of an
+    UnfoldPlan or FoldPlan, in lexicographic order): per dimension (fixed k,
+    fixed b, free axis, lo, hi, count)."""
     per_dim = [list(_axis_pieces(*args, blocks_first)) for args in
-               zip(spatial, window, strides, dilations, pads, blocks)]
+               zip(plan.spatial, plan.window, plan.strides, plan.dilations, plan.start_padding, plan.blocks)]
     return itertools.product(*per_dim)
 
 
-def _image_position(piece, stride, dilation, pad) -> tuple[int, int]:
-    """Image position of the piece's first valid element and the image step
-    along its free axis."""
-    k, b, free, lo, _, _ = piece
-    if free == "b":
-        return lo * stride + k * dilation - pad, stride
-    return b * stride + lo * dilation - pad, dilation
+def _image_walk(plan, pieces, strides) -> tuple[int, list]:
+    """The image offset (``strides``: the image's, per spatial dimension) of
+    the pieces' first valid elements, and the offset step along each free
+    axis."""
+    base, steps = 0, []
+    for d, (k, b, free, lo, _, _) in enumerate(pieces):
+        stride, dilation = plan.strides[d], plan.dilations[d]
+        if free == "b":
+            pos, step = lo * stride + k * dilation, stride
+        else:
+            pos, step = b * stride + lo * dilation, dilation
+        base += (pos - plan.start_padding[d]) * strides[d]
+        steps.append(step * strides[d])
+    return base, steps
+
+
+def _column_walk(pieces, row_strides, col_strides) -> tuple[int, list]:
+    """The offset in the columns (N, C*K, B) of the pieces' fixed window or
+    block indices (``row_strides``: a window index's step per spatial
+    dimension, ``col_strides`` a block index's), and the step along each free
+    axis."""
+    base, steps = 0, []
+    for d, (k, b, free, _, _, _) in enumerate(pieces):
+        base += k * row_strides[d] if free == "b" else b * col_strides[d]
+        steps.append(col_strides[d] if free == "b" else row_strides[d])
+    return base, steps
 
 
 def prepare_unfold(plan: UnfoldPlan, src, dst):
@@ -118,19 +137,10 @@ def prepare_unfold(plan: UnfoldPlan, src, dst):
     col_strides = [ocol * math.prod(plan.blocks[d + 1:]) for d in range(D)]
     n_s, c_s, *sp_s = plan.in_strides
     copies, zeros = [], []
-    for pieces in _window_views(plan.spatial, plan.window, plan.strides, plan.dilations, plan.start_padding,
-                                plan.blocks):
-        base = plan.out_offset
-        free_sizes, free_strides = [], []
-        for d, (k, b, free, lo, hi, count) in enumerate(pieces):
-            if free == "b":
-                base += k * row_strides[d]
-                free_strides.append(col_strides[d])
-            else:
-                base += b * col_strides[d]
-                free_strides.append(row_strides[d])
-            free_sizes.append(count)
-        out_sizes = [plan.batch, plan.channels, *free_sizes]
+    for pieces in _window_views(plan):
+        base, free_strides = _column_walk(pieces, row_strides, col_strides)
+        base += plan.out_offset
+        out_sizes = [plan.batch, plan.channels, *(count for *_, count in pieces)]
         out_strides = [on, orow * K, *free_strides]
         if any(hi <= lo for _, _, _, lo, hi, _ in pieces):
             zeros.append(view(dst, base, out_sizes, out_strides))
@@ -143,13 +153,9 @@ def prepare_unfold(plan: UnfoldPlan, src, dst):
                     zeros.append(view(dst, base + a * free_strides[d], sizes, out_strides))
         sizes = (plan.batch, plan.channels, *(hi - lo for _, _, _, lo, hi, _ in pieces))
         out_base = base + sum(piece[3] * fs for piece, fs in zip(pieces, free_strides))
-        in_base, in_steps = plan.in_offset, []
-        for d, piece in enumerate(pieces):
-            pos, step = _image_position(piece, plan.strides[d], plan.dilations[d], plan.start_padding[d])
-            in_base += pos * sp_s[d]
-            in_steps.append(step * sp_s[d])
+        in_base, in_steps = _image_walk(plan, pieces, sp_s)
         copies.append((view(dst, out_base, sizes, out_strides),
-                       view(src, in_base, sizes, (n_s, c_s, *in_steps))))
+                       view(src, plan.in_offset + in_base, sizes, (n_s, c_s, *in_steps))))
 
     return _zero_then_copy(zeros, copies)
 
@@ -177,31 +183,19 @@ def prepare_fold(plan: FoldPlan, src, dst):
     N, C = plan.batch, plan.channels
     K = math.prod(plan.window)
     in_n, in_row, in_col = plan.in_strides
-    row_strides = [math.prod(plan.window[d + 1:]) for d in range(D)]
-    col_strides = [math.prod(plan.blocks[d + 1:]) for d in range(D)]
+    row_strides = [in_row * math.prod(plan.window[d + 1:]) for d in range(D)]
+    col_strides = [in_col * math.prod(plan.blocks[d + 1:]) for d in range(D)]
     acc_strides = [math.prod(plan.spatial[d + 1:]) for d in range(D)]
     src_e = src.view(elem)
     out = view(dst.view(elem), plan.out_offset, (N, C, *plan.spatial), plan.out_strides)
     adds = []
     if plan.out_count and all(plan.blocks):
-        for pieces in _window_views(plan.spatial, plan.window, plan.strides, plan.dilations, plan.start_padding,
-                                    plan.blocks, blocks_first=True):
+        for pieces in _window_views(plan, blocks_first=True):
             if any(hi <= lo for _, _, _, lo, hi, _ in pieces):
                 continue
-            in_base = plan.in_offset
-            acc_base = 0
-            in_free, acc_free = [], []
-            for d, piece in enumerate(pieces):
-                k, b, free, lo, hi, _ = piece
-                pos, step = _image_position(piece, plan.strides[d], plan.dilations[d], plan.start_padding[d])
-                acc_base += pos * acc_strides[d]
-                acc_free.append(step * acc_strides[d])
-                if free == "b":
-                    in_base += k * row_strides[d] * in_row + lo * col_strides[d] * in_col
-                    in_free.append(col_strides[d] * in_col)
-                else:
-                    in_base += lo * row_strides[d] * in_row + b * col_strides[d] * in_col
-                    in_free.append(row_strides[d] * in_row)
+            in_base, in_free = _column_walk(pieces, row_strides, col_strides)
+            in_base += plan.in_offset + sum(piece[3] * fs for piece, fs in zip(pieces, in_free))
+            acc_base, acc_free = _image_walk(plan, pieces, acc_strides)
             sizes = (N, C, *(hi - lo for _, _, _, lo, hi, _ in pieces))
             adds.append((acc_base, sizes, acc_free, view(src_e, in_base, sizes, (in_n, in_row * K, *in_free))))
     acc_shape = (N, C, *plan.spatial)

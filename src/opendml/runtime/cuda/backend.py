@@ -51,7 +51,7 @@ import numpy as np
 from ...model.data_type import DataType
 from ...model.errors import UnsupportedError
 from ...plan import Gather, MovePlan, Scatter
-from ..cpu.backend import WORDS
+from ..cpu.backend import CpuBackend
 from . import launch as _launch
 # _NEW_KERNELS, add_new_kernel, check_alignment, new_kernels, relaunch: the adapters import them from here
 from .launch import (_NEW_KERNELS, Launch, _cupy, _driver, _fast_launch, _kernel,  # noqa: F401
@@ -113,9 +113,7 @@ class CudaBackend:
         with self.device:
             return storage[offset:offset + nbytes].get()
 
-    def element_range(self, storage, offset: int, nbytes: int, element_size: int):
-        count = nbytes // element_size
-        return storage[offset:offset + count * element_size].view(WORDS[element_size])
+    element_range = CpuBackend.element_range      # (CuPy's slices and views as NumPy's)
 
     def synchronize(self) -> None:
         self.device.synchronize()

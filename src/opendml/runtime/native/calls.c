@@ -114,14 +114,14 @@ int key_arg(Key *k, PyObject *a) {
     return -1;
 }
 
-int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs, int move) {
+int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs) {
     int64_t o;
     k->n = 0;
     if (exact_int(op, &o) < 0 || put(k, kind) < 0 || put(k, o) < 0 || put(k, nargs) < 0) return -1;
     for (Py_ssize_t i = 0; i < nargs; i++) {
         PyObject *a = args[i];                      /* (key_move_arg's own first case taken here: no call) */
         const int plain = a == Py_None || PyLong_CheckExact(a) || PyList_CheckExact(a) || PyTuple_CheckExact(a);
-        if ((move && !plain ? key_move_arg(k, a) : key_arg(k, a)) < 0) return -1;
+        if ((plain ? key_arg(k, a) : key_move_arg(k, a)) < 0) return -1;
     }
     return 0;
 }
@@ -537,7 +537,7 @@ PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
     Key k;
     int64_t device;
     uint64_t ptr;
-    if (key_call(&k, KIND_EAGER, args[0], args + 2, nargs - 2, 1) < 0 || torch_key(&k, x, &device, &ptr) < 0)
+    if (key_call(&k, KIND_EAGER, args[0], args + 2, nargs - 2) < 0 || torch_key(&k, x, &device, &ptr) < 0)
         Py_RETURN_NONE;
     Entry *e = lookup(&k, -1);
     if (!e) Py_RETURN_NONE;
@@ -747,7 +747,7 @@ PyObject *odml_py_call_cache_put_eager(PyObject *self, PyObject *args) {
         return NULL;
     }
     if (!enabled || gen != generation || !t_type || Py_TYPE(x) != (PyTypeObject *)t_type ||
-        key_call(&k, KIND_EAGER, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), 1) < 0 ||
+        key_call(&k, KIND_EAGER, op, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args)) < 0 ||
         torch_key(&k, x, &device, &ptr) < 0) {
         return with_deferred(Py_NewRef(Py_False));
     }

@@ -159,8 +159,8 @@ static inline PyObject **seq_items(PyObject *x, Py_ssize_t *n) {
 }
 int key_arg(Key *k, PyObject *a);
 int key_move_arg(Key *k, PyObject *a);   /* a family argument's (calls_move.c) */
-/* a call's key up to its array(s): kind, operator, each argument (key_arg's; move: key_move_arg's) */
-int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs, int move);
+/* a call's key up to its array(s): kind, operator, each argument (key_move_arg's) */
+int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs);
 /* the entry stored under k (a new reference), or NULL, a miss counted; n_in >= 0: an entry of the key's kind
  * (its first word) with n_in inputs only */
 Entry *lookup(const Key *k, int n_in);
@@ -219,8 +219,6 @@ extern long long plain_served;               /* new shapes numpy_plain served */
 #ifdef ODML_NUMPY
 int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
              int *n_in);
-PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int64_t bytes, int use_blocks,
-                     char **data, int *fresh);
 /* pass mp checked to stay inside its buffers (inputs of span[i] elements of in_size[i] bytes, outputs of count[j]
  * of out_size[j]) and laid out (odml_move_prepare): 1; 0 where it does not fit or the kernel refuses its parameters;
  * -1 with MemoryError. An input's origin and span (input_layout). */
@@ -255,10 +253,9 @@ PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch);
 /* x's arrays (calls_move.c): x itself where it is of `type` (*seq 0), or the items of an exact list or tuple x of
  * 1..MAX_MOVE_IO of them (*seq 1), in in[] (borrowed); their count, or -1 where x is not such */
 int arrays_of(PyObject *x, PyTypeObject *type, PyObject **in, int *seq);
-/* the family on CUDA memory (calls_move.c): x's framework (1 PyTorch, 2 CuPy, else 0); x's arrays (arrays_of's) of
- * PyTorch's or CuPy's type as new references; the call's key (each input's words from at[i], where at is not NULL;
- * torch 2: PyTorch tensors, each first checked to be one cuda_move serves, torch_plain_key); equal key words */
-int cuda_framework(PyObject *x);
+/* the family on CUDA memory (calls_move.c): x's arrays (arrays_of's) of PyTorch's or CuPy's type as new references;
+ * the call's key (each input's words from at[i], where at is not NULL; torch 2: PyTorch tensors, each first checked
+ * to be one cuda_move serves, torch_plain_key); equal key words */
 int cuda_inputs(PyObject *x, int torch, PyObject **in, int *n, int *seq);
 int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,
                   int seq, int64_t *device, uint64_t *ptr, int *at);

@@ -73,7 +73,7 @@ int number_descr(PyObject *d) {
 int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
              int *n_in) {
     int seq;
-    if (key_call(k, KIND_MOVE, op, args, nargs, 1) < 0
+    if (key_call(k, KIND_MOVE, op, args, nargs) < 0
             || (*n_in = arrays_of(x, &PyArray_Type, (PyObject **)in, &seq)) < 0
             || put(k, seq ? -2 : -1) < 0 || (seq && put(k, *n_in) < 0))
         return -1;
@@ -84,8 +84,8 @@ int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_
 
 /* A new C-contiguous output (an output block where large enough, as CpuBackend.empty gives), its data in *data,
  * whether its memory was never touched in *fresh (where not NULL); NULL with an exception. */
-PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int64_t bytes, int use_blocks,
-                     char **data, int *fresh) {
+static PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int64_t bytes, int use_blocks,
+                            char **data, int *fresh) {
     npy_intp dims[MAX_RANK];
     PyObject *out;
     int unused;
@@ -593,7 +593,7 @@ int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs
                    int64_t *type) {
     const int64_t t = *type = torch_type(in->dtype);
     int64_t es = t ? move_type_size[t] : 0, bytes;
-    if (!t || in->ndim > MAX_RANK || key_call(k, KIND_MOVE, op, args, nargs, 1) < 0 || put(k, -1) < 0 ||
+    if (!t || in->ndim > MAX_RANK || key_call(k, KIND_MOVE, op, args, nargs) < 0 || put(k, -1) < 0 ||
             put(k, move_npy_type[t]) < 0 || put(k, es) < 0 || put(k, in->ndim) < 0)
         return -1;
     for (int i = 0; i < in->ndim; i++)
@@ -663,7 +663,7 @@ PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs) {
  * each launch, so nothing queued reads the entry) and make a failed launch's retry and error. */
 
 /* The framework of x (one array, or the first of a list or tuple): 1 PyTorch, 2 CuPy, else 0. */
-int cuda_framework(PyObject *x) {
+static int cuda_framework(PyObject *x) {
     if (!(x = first_of(x))) return 0;
     if (t_type && Py_TYPE(x) == (PyTypeObject *)t_type) return 1;
     if (c_type && Py_TYPE(x) == (PyTypeObject *)c_type) return 2;
@@ -697,7 +697,7 @@ int cuda_inputs(PyObject *x, int torch, PyObject **in, int *n, int *seq) {
 int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,
                   int seq, int64_t *device, uint64_t *ptr, int *at) {
     int64_t dev;
-    if (key_call(k, torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY, op, args, nargs, 1) < 0) return -1;
+    if (key_call(k, torch ? KIND_MOVE_TORCH : KIND_MOVE_CUPY, op, args, nargs) < 0) return -1;
     if (put(k, seq ? -2 : -1) < 0 || (seq && put(k, n) < 0)) return -1;
     for (int i = 0; i < n; i++) {
         if (at) at[i] = k->n;

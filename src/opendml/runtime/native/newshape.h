@@ -59,6 +59,14 @@ static inline int odml_int_seq(PyObject *o, Py_ssize_t most, int64_t *v, int *n)
     return 0;
 }
 
+/* An exact int as DirectML's Axis for `rank` dimensions (arrays/_contract.py axis: negative values count from the
+ * end, in [-rank, rank)); -1 for anything else. */
+static inline int odml_axis(PyObject *o, int rank) {
+    int64_t a;
+    if (odml_exact_i64(o, &a) || a < -rank || a >= rank) return -1;
+    return (int)(a < 0 ? a + rank : a);
+}
+
 /* v[0..n) from t, an exact tuple of n exact ints in 64 bits: 0, else -1 (no exception left). */
 static inline int odml_tuple_ints(PyObject *t, Py_ssize_t n, int64_t *v) {
     int m;

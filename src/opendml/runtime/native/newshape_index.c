@@ -70,13 +70,6 @@ static void ix_insert(ix_in *in, int pos, int at) {
     in->n += at;
 }
 
-/* _contract.axis: an exact int in [-rank, rank) as an axis; -1 else. */
-static int ix_axis(PyObject *o, int rank) {
-    int64_t a;
-    if (odml_exact_i64(o, &a) || a < -rank || a >= rank) return -1;
-    return (int)(a < 0 ? a + rank : a);
-}
-
 /* cpu.backend.index_params / index_ops._pass_params for one pass: the common fields. */
 static idx_params *ix_pass(ix_prog *g, int kind, int src, int64_t type, int rank, const int64_t *sizes) {
     idx_params *p = &g->p[g->n_pass];
@@ -125,7 +118,7 @@ static int ix_check_flag(PyObject *o, int *check) {
 static int lower_gather(ix_in *x, ix_in *ind, PyObject *const *args, Py_ssize_t nargs, ix_prog *g) {
     int check, a, k;
     int64_t v;
-    if (nargs != 3 || ix_check_flag(args[0], &check) || x->n < 1 || ind->n < 1 || (a = ix_axis(args[1], x->n)) < 0)
+    if (nargs != 3 || ix_check_flag(args[0], &check) || x->n < 1 || ind->n < 1 || (a = odml_axis(args[1], x->n)) < 0)
         return -1;
     const int rx = x->n, ri = ind->n;
     if (args[2] == Py_None) k = ri;
@@ -184,7 +177,7 @@ static void ix_along(ix_prog *g, const ix_in *x, int a, const int64_t *sizes, co
  * (__post_init__, _index_passes) for (x, indices) and (check_indices, axis). */
 static int lower_gather_elements(ix_in *x, ix_in *ind, PyObject *const *args, Py_ssize_t nargs, ix_prog *g) {
     int check, a;
-    if (nargs != 2 || ix_check_flag(args[0], &check) || x->n < 1 || ind->n != x->n || (a = ix_axis(args[1], x->n)) < 0
+    if (nargs != 2 || ix_check_flag(args[0], &check) || x->n < 1 || ind->n != x->n || (a = odml_axis(args[1], x->n)) < 0
             || (check && !ix_reads_all(ind)))
         return -1;
     for (int d = 0; d < x->n; d++)
@@ -201,7 +194,7 @@ static int lower_one_hot(ix_in *ind, ix_in *val, PyObject *const *args, Py_ssize
     int a;
     const int ro = ind->n + 1;
     if (nargs != 2 || ind->n < 1 || ro > IX_RANK || odml_exact_i64(args[0], &depth) || depth < 1 ||
-            depth >= IX_SIZE_LIMIT || val->n != 1 || val->shape[0] != 2 || (a = ix_axis(args[1], ro)) < 0 ||
+            depth >= IX_SIZE_LIMIT || val->n != 1 || val->shape[0] != 2 || (a = odml_axis(args[1], ro)) < 0 ||
             ind->count * depth >= IX_SIZE_LIMIT)
         return -1;
     ix_insert(ind, a, 1);                        /* indices.reshape(is_[:a] + (1,) + is_[a:]) */
@@ -228,7 +221,7 @@ static int lower_one_hot(ix_in *ind, ix_in *val, PyObject *const *args, Py_ssize
  * (__post_init__, _index_passes) for (x, sequence_lengths) and (axis,). */
 static int lower_reverse(ix_in *x, ix_in *len, PyObject *const *args, Py_ssize_t nargs, ix_prog *g) {
     int a;
-    if (nargs != 1 || x->n < 1 || (a = ix_axis(args[0], x->n)) < 0) return -1;
+    if (nargs != 1 || x->n < 1 || (a = odml_axis(args[0], x->n)) < 0) return -1;
     if (len->n == x->n - 1) ix_insert(len, a, 1);
     if (len->n != x->n) return -1;
     int64_t lstr[IX_RANK];
@@ -323,7 +316,7 @@ static int lower_scatter_elements(ix_in *x, ix_in *ind, ix_in *upd, PyObject *co
                                   ix_prog *g) {
     int check, a;
     if (nargs != 2 || ix_check_flag(args[0], &check) || x->n < 1 || ind->n != x->n || upd->n != x->n ||
-            upd->type != x->type || (a = ix_axis(args[1], x->n)) < 0 || (check && !ix_reads_all(ind)))
+            upd->type != x->type || (a = odml_axis(args[1], x->n)) < 0 || (check && !ix_reads_all(ind)))
         return -1;
     int64_t os[IX_RANK];
     for (int d = 0; d < x->n; d++)

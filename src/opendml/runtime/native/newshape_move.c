@@ -213,8 +213,7 @@ static int pad_value_bits(PyObject *v, int64_t t, uint64_t *bits) {
         *bits = b;
         return 0;
     }
-    if ((double)f != d && !isnan(d)) return -1;    /* (a double NaN's payload: the Python route) */
-    if (isnan(d)) return -1;
+    if (isnan(d) || (double)f != d) return -1;     /* (a NaN's payload, a double not float32's: the Python route) */
     const uint16_t h = odml_f2h(f);
     if (isfinite(d) && (h & 0x7c00u) == 0x7c00u) return -1;   /* overflows float16: the rule's error */
     *bits = h;
@@ -347,18 +346,10 @@ static int lower_space_depth(const odml_move_input *x, PyObject *const *a, Py_ss
     return 0;
 }
 
-/* An exact int as DirectML's Axis for `rank` dimensions (arrays/_contract.py
- * axis: negative values count from the end); -1 for anything else. */
-static int axis_of(PyObject *o, int rank) {
-    int64_t a;
-    if (odml_exact_i64(o, &a) || a < -rank || a >= rank) return -1;
-    return (int)(a < 0 ? a + rank : a);
-}
-
 /* ops/join.py JoinOperatorDesc.arguments and its rules: 1 to 16 inputs of one type and rank, sizes equal but
  * along axis (an exact int); its _passes: one Copy per input into its place along axis. */
 static int lower_join(const odml_move_input *xs, int n_in, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
-    const int n = xs[0].n, axis = na == 1 ? axis_of(a[0], n) : -1;
+    const int n = xs[0].n, axis = na == 1 ? odml_axis(a[0], n) : -1;
     if (axis < 0 || n_in < 1 || n_in > ODML_MOVE_PROG_MAX_IO) return -1;
     int64_t dims[ODML_MAX_RANK];
     memcpy(dims, xs[0].shape, sizeof(int64_t) * (size_t)n);
@@ -385,7 +376,7 @@ static int lower_join(const odml_move_input *xs, int n_in, PyObject *const *a, P
  * to 16 exact ints >= 1 summing to the input's size along axis; its _passes: one Copy per output from its place along
  * axis. */
 static int lower_split(const odml_move_input *x, PyObject *const *a, Py_ssize_t na, odml_move_prog *g) {
-    const int n = x->n, axis = na == 2 ? axis_of(a[0], n) : -1;
+    const int n = x->n, axis = na == 2 ? odml_axis(a[0], n) : -1;
     int64_t sizes[ODML_MOVE_PROG_MAX_IO], total = 0, dims[ODML_MAX_RANK];
     int m;
     if (axis < 0 || odml_int_seq(a[1], ODML_MOVE_PROG_MAX_IO, sizes, &m) || m < 1) return -1;
