@@ -399,6 +399,26 @@ def test_the_raw_operators_take_the_func_transforms():
         check_func_transforms(fn, v)
 
 
+
+def test_the_raw_operators_take_compiled_forward_mode_transforms():
+    """``torch.compile`` around ``torch.func.jacfwd`` and ``hessian`` of ``opendml::family`` (an index function's
+    kept index tensor too), ``opendml::family_adjoint`` and ``opendml::move``: eager's values. The compiled graph
+    enters its dual level through ``torch._C``, leaving ``forward_ad._current_level`` at -1: the autograd kernel
+    took that for no dual level and dropped the tangents (functorch's ``_unwrap_for_grad()`` invoked with None)."""
+    from opendml.arrays.torch.library import description
+    x, i = _x(2, 3, 4, dtype=torch.float64), torch.tensor([[0, 1, -1, 1, 0]])
+    pad = '["pad", [[0, 1, 2], [1, 0, 1], "reflect", 0.0], false, false]'
+    (text,) = _desc_text(lambda v: dml.pad(v, [0, 1, 2], [1, 0, 1], "reflect"), [x])
+    assert description(text).OPERATOR == "PADDING1"
+    for fn, v in ((lambda t: FAMILY([t], pad)[0], x),
+                  (lambda t: FAMILY([t, i], '["gather", [true, 0, null], false, false]')[0], x),
+                  (lambda g: ADJOINT([g], [x], pad)[0], _x(3, 4, 7, dtype=torch.float64)),
+                  (lambda t: move([t], text)[0], x)):
+        for transform in (torch.func.jacfwd(fn), torch.func.hessian(lambda t: fn(t).square().sum())):
+            torch._dynamo.reset()
+            torch.testing.assert_close(torch.compile(transform, backend="aot_eager")(v), transform(v), rtol=0, atol=0)
+
+
 def test_the_eager_path_is_unchanged():
     x = _x(2, 3, 4).requires_grad_(True)
     y = dml.pad(x, 1, 1, "reflect")

@@ -199,6 +199,66 @@ def test_func_grad_and_torch_compile_of_the_operators(compiled_inside):
         torch.testing.assert_close(grad(x), want, rtol=0, atol=0)
 
 
+#: The window operators' cases in ``op_cases``: unfold, fold, slice1, slice_grad, slice.
+WINDOW_CASES = (0, 1, 8, 9, 10)
+
+
+@pytest.mark.parametrize("index", WINDOW_CASES, ids=[case_id(op_cases("cpu")[i]) for i in WINDOW_CASES])
+def test_torch_compile_of_forward_mode_on_the_operators(index):
+    """``torch.compile`` around ``torch.func.jacfwd`` and ``hessian`` of a raw operator's call: eager's values.
+    A graph Dynamo compiled enters its jvp's dual level through ``torch._C``, leaving
+    ``forward_ad._current_level`` at -1, which the operators' autograd kernel took for no dual level: it
+    dropped the tangents (functorch's ``_unwrap_for_grad()`` invoked with None)."""
+    op, args = op_cases("cpu")[index]
+    x = torch.randn(args[0].shape, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+
+    def fn(v):
+        return op(v, *args[1:])
+    for transform in (torch.func.jacfwd(fn), torch.func.hessian(lambda v: fn(v).square().sum())):
+        want = transform(x)
+        for backend in ("eager", "aot_eager"):
+            torch._dynamo.reset()
+            torch.testing.assert_close(torch.compile(transform, backend=backend)(x), want, rtol=0, atol=0)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a compiled function opening its own forward_ad.dual_level: its graph enters the level through torch._C, "
+    "leaving forward_ad._current_level at -1 with no torch.func transform active, so the operators' autograd "
+    "kernel (library.define) sees no dual level and its outputs get no tangent; no cheap state says a level is "
+    "open, and reading each input's tangent (torch._VF._unpack_dual) on every call would cost each eager call "
+    "a few us a tensor, record an aten.alias in every traced graph, and fail on sparse tensors before the "
+    "operators' own error"), raises=AssertionError)
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_torch_compile_of_a_dual_level_on_the_operators(backend):
+    import torch.autograd.forward_ad as fwad
+    x, t = (torch.randn(2, 3, 5, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(s)) for s in (0, 1))
+
+    def tangent(v, u):
+        with fwad.dual_level():
+            return fwad.unpack_dual(dmlt.unfold_op(fwad.make_dual(v, u), *map(list, UNFOLD_CASES[0][1]))).tangent
+    want = tangent(x, t)
+    torch._dynamo.reset()
+    got = torch.compile(tangent, backend=backend)(x, t)
+    assert got is not None, "the compiled call's output has no tangent"
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_vmap_of_torch_compile_of_the_operators(dynamic):
+    """``torch.func.vmap`` around ``torch.compile`` of a raw window operator's call: eager vmap's values. Dynamo
+    skips the compiled function's frames under the transform but compiles every frame they call, which took in
+    the operator's batching rule and through it its kernel (the array API's NumPy code on fake tensors)."""
+    for op, args in [op_cases("cpu")[i] for i in WINDOW_CASES]:
+        xs = torch.randn((3, *args[0].shape), dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+
+        def fn(v):
+            return op(v, *args[1:])
+        want = torch.func.vmap(fn)(xs)
+        torch._dynamo.reset()
+        torch.testing.assert_close(torch.func.vmap(torch.compile(fn, backend="aot_eager", dynamic=dynamic))(xs), want,
+                                   rtol=0, atol=0)
+
+
 def test_operators_match_their_references():
     for shape, params in UNFOLD_CASES:
         x = arange(*shape)

@@ -141,23 +141,18 @@ def _autograd(call, arrays, desc, since, wrapped: bool) -> list:
                 calls.put_eager(call.name, x, route.args, record, since)
             return [out]
     # (under torch.func transforms, vmap included, the Function routes every call; its
-    # backward and jvp refuse an operator not differentiable for these types)
-    apply = _uncompiled_apply() if wrapped and "torch._dynamo" in sys.modules else _apply
-    return apply(desc.OPERATOR.lower(), wrapped, route, arrays)
+    # backward and jvp refuse an operator not differentiable for these types. A wrapped call may come from a
+    # compiled function's skipped frames: Dynamo must compile none of the Function's, ``library.uncompiled``,
+    # else its per-element vmap loop and its forward on plain tensors would have it trace the kernel route's
+    # NumPy code, with dynamic shapes an internal Dynamo error)
+    return (_uncompiled_apply if wrapped else _apply)(desc.OPERATOR.lower(), wrapped, route, arrays)
 
 
 def _apply(name: str, wrapped: bool, route, arrays) -> list:
     return list(_move_function(name, wrapped).apply(route, *arrays))
 
 
-@functools.cache
-def _uncompiled_apply():
-    """``_apply`` where Dynamo compiles no frame of it (``torch.compiler.disable``): a function compiled by
-    ``torch.compile`` and called under a ``torch.func`` transform has its frames skipped (Dynamo cannot trace
-    the transform's wrapped tensors) but every frame they call compiled, so the Function's per-element
-    ``vmap`` loop and its forward on plain tensors would have Dynamo trace the kernel route's NumPy code
-    (with dynamic shapes, an internal Dynamo error). Made on first use: Dynamo is imported by then."""
-    return torch.compiler.disable(_apply, recursive=True)
+_uncompiled_apply = library.uncompiled(_apply)
 
 
 #: (call key, dtype, shape, device) -> _Route: calls of one tensor already validated.

@@ -163,7 +163,7 @@ def _register(node) -> dict:
         qualname = f"{CPP_NAMESPACE}::{name}"
         torch.library.register_fake(qualname, d[4], lib=lib)
         if d[5] is not None:
-            torch.library.register_vmap(qualname, d[5](ops[name]), lib=lib)
+            torch.library.register_vmap(qualname, uncompiled(d[5](ops[name])), lib=lib)
         if d[0].startswith("(Tensor[]"):
             # an empty list (a generator's inputs: DIAGONAL_MATRIX) gives the dispatcher no tensor to
             # dispatch on: the Python kernel serves that call
@@ -330,12 +330,14 @@ def define(name: str, schema: str, impl, fake, setup, backward, tangent=None, ru
     qualname = f"opendml::{name}"
     torch.library.register_fake(qualname, fake, lib=_LIB)
     op = getattr(torch.ops.opendml, name).default
-    torch.library.register_vmap(qualname, (rule or list_rule)(op), lib=_LIB)
+    torch.library.register_vmap(qualname, uncompiled((rule or list_rule)(op)), lib=_LIB)
     defined = _Defined(op, schema.endswith("Tensor[]"), setup, backward,
                        tangent or (lambda primals, tangents, args: op(tangents, *args[1:])))
 
     def autograd(keyset, *args):
-        if _fwad._current_level >= 0:
+        # (a dual level open: forward_ad's, or under a torch.func transform maybe a jvp's that a compiled graph
+        # entered, which forward_ad does not record: ``_forward_ad`` looks at the tangents)
+        if _fwad._current_level >= 0 or torch._C._are_functorch_transforms_active():
             outs = _forward_ad(defined, args)
             if outs is not None:
                 return outs
@@ -354,9 +356,12 @@ def define(name: str, schema: str, impl, fake, setup, backward, tangent=None, ru
 
 def _forward_ad(defined, args):
     """The outputs of a call whose first argument (a tensor or a tensor list) holds a dual tensor: on the
-    primals, each made dual with its tangent (``defined.tangent``); None where no input has a tangent."""
+    primals, each made dual with its tangent (``defined.tangent``); None where no input has a tangent.
+    Tangents are read and made at level 0, PyTorch's one forward-AD level, not at ``forward_ad``'s current
+    level: a graph Dynamo compiled (``torch.func.jvp``, ``jacfwd``, ``hessian``) enters the level through
+    ``torch._C`` and leaves that Python record of it at -1."""
     one = isinstance(args[0], torch.Tensor)
-    duals = [_fwad.unpack_dual(x) for x in ([args[0]] if one else args[0])]
+    duals = [_fwad.unpack_dual(x, level=0) for x in ([args[0]] if one else args[0])]
     if all(d.tangent is None for d in duals):
         return None
     primals = [d.primal for d in duals]
@@ -365,8 +370,8 @@ def _forward_ad(defined, args):
         primals, tangents = primals[0], tangents[0]
     outs = defined.op(primals, *args[1:])
     if not defined.many:
-        return _fwad.make_dual(outs, defined.tangent(primals, tangents, args))
-    return [_fwad.make_dual(o, t) for o, t in zip(outs, defined.tangent(primals, tangents, args))]
+        return _fwad.make_dual(outs, defined.tangent(primals, tangents, args), level=0)
+    return [_fwad.make_dual(o, t, level=0) for o, t in zip(outs, defined.tangent(primals, tangents, args))]
 
 
 def _counts(args) -> list:
@@ -419,7 +424,7 @@ class _LevelNode(_Node):
 
     @classmethod
     def apply(cls, *operands):
-        return (_uncompiled_level_apply() if "torch._dynamo" in sys.modules else _level_apply)(*operands)
+        return _level_apply(*operands)
 
     @staticmethod
     def forward(ctx, *operands):
@@ -427,17 +432,25 @@ class _LevelNode(_Node):
             return _Node.forward(ctx, *operands)
 
 
-def _level_apply(*operands):
-    with enable_single_level_autograd_function():
-        return super(torch.autograd.Function, _LevelNode).apply(*operands)
+def uncompiled(fn):
+    """``fn``, run where Dynamo compiles no frame of it once Dynamo is imported (``torch.compiler.disable``,
+    made on first use): a function compiled by ``torch.compile`` and called under a ``torch.func`` transform
+    has its own frames skipped (Dynamo cannot trace the transform's wrapped tensors) but every frame they
+    call compiled: the operators' nodes, batching rules and kernels, whose NumPy code Dynamo would trace."""
+    def call(*args, **kwargs):
+        return (_disabled(fn) if "torch._dynamo" in sys.modules else fn)(*args, **kwargs)
+    return call
 
 
 @functools.cache
-def _uncompiled_level_apply():
-    """``_level_apply`` where Dynamo compiles no frame of it (``torch.compiler.disable``; made on first use,
-    Dynamo imported by then): a function compiled by ``torch.compile`` and called under a ``torch.func``
-    transform has its own frames skipped but every frame they call compiled, the operator's kernel too."""
-    return torch.compiler.disable(_level_apply, recursive=True)
+def _disabled(fn):
+    return torch.compiler.disable(fn, recursive=True)
+
+
+@uncompiled
+def _level_apply(*operands):
+    with enable_single_level_autograd_function():
+        return super(torch.autograd.Function, _LevelNode).apply(*operands)
 
 
 def _move_fake(inputs, desc):
