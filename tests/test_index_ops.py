@@ -851,8 +851,8 @@ def test_the_array_functions_are_registered_to_enter_a_graph_whole():
     torch.compile through ``_dispatch`` (it imports neither index_ops nor the
     front: the import cycle through index_ops is gone); a hook set later sees
     the functions registered before, and one registered later reaches the
-    hooks already set. A function with arguments read as enum members (``Binding.members``) is traced, and
-    the function it calls with them, ``_<name>_whole``, enters whole."""
+    hooks already set. For a function with arguments read as enum members (``Binding.members``) Dynamo
+    traces ``_<name>_traced`` instead, and the function that calls, ``_<name>_whole``, enters whole."""
     from opendml.arrays import _dispatch, front, index_ops
     for module, names in ((front, front.FAMILY), (index_ops, index_ops.__all__)):
         whole = [getattr(module, f"_{n}_whole", getattr(module, n)) for n in names]

@@ -477,17 +477,18 @@ def _generate(b, cls) -> Any:
     array = f"{b.array}: {'Sequence[Any]' if b.array == 'arrays' else 'Any'}{' = _NO_ARRAY' if b.optional else ''}"
     body = _BODIES[b.route].format(code=_OPS[b.function], array=b.array, args=args,
                                    given=f"({', '.join(given)},)", offered=f"({', '.join(offered)},)")
-    src = f"def {b.function}({array}, {b.params}) -> {result}:\n"
+    src = f"def {b.function}({array}, {b.params}) -> {result}:\n" + body
     if b.members:
-        # Dynamo traces this function and takes the second whole: the arguments read as enum members go to
-        # it as ``_member`` tuples, which it reads back (``_unmember``), so their type survives the graph
+        # what Dynamo traces in the function's place (``_SUBSTITUTES``): the second function, entering a graph
+        # whole, given the arguments read as enum members as ``_member`` tuples, which it reads back
+        # (``_unmember``), so that their enum survives the graph (an eager call runs the function as it is)
         whole = f"_{b.function}_whole"
         sent = [f"_member({n})" if n in b.members else n for n in positional]
         sent += [f"{n}=_member({n})" if n in b.members else f"{n}={n}" for n in (a.arg for a in spec.kwonlyargs)]
-        src = (f"def {whole}({array}, {b.params}) -> {result}:\n"
-               + "".join(f"    {n} = _unmember({n})\n" for n in b.members) + body + src
-               + f"    if _tracing():\n        return {whole}({b.array}, {', '.join(sent)})\n")
-    src += body
+        src += (f"def {whole}({array}, {b.params}) -> {result}:\n"
+                + "".join(f"    {n} = _unmember({n})\n" for n in b.members) + body
+                + f"def _{b.function}_traced({array}, {b.params}) -> {result}:\n"
+                + f"    return {whole}({b.array}, {', '.join(sent)})\n")
     filename = f"<opendml.{b.function}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     namespace: dict = {}
@@ -495,19 +496,9 @@ def _generate(b, cls) -> Any:
     fn = namespace[b.function]
     fn.__doc__ = _docstring(b, cls)
     if not b.members:
-        return fn, fn
-    whole = globals()[f"_{b.function}_whole"] = namespace[f"_{b.function}_whole"]     # what ``fn`` calls
-    return fn, whole
-
-
-def _tracing() -> bool:
-    """False: no ``torch.compile`` traces the call. Once ``torch._dynamo`` is imported, this is
-    ``torch.compiler.is_compiling``, which Dynamo reads as True while it traces."""
-    return False
-
-
-#: The first item of a ``_member`` tuple: a string no caller passes by chance.
-_MEMBER = f"\0opendml.member.{id(_tracing):x}"
+        return fn, fn, None
+    whole = globals()[f"_{b.function}_whole"] = namespace[f"_{b.function}_whole"]     # what the third calls
+    return fn, whole, namespace[f"_{b.function}_traced"]
 
 
 def _member(value):
@@ -543,6 +534,14 @@ def _unmember(value):
     return _Unreachable(text)
 
 
+#: The first item of a ``_member`` tuple: a string no caller passes by chance.
+_MEMBER = f"\0opendml.member.{id(_unmember):x}"
+#: (function, what Dynamo traces in its place) of the functions with arguments read as enum members; whether
+#: Dynamo has been told (``_on_dynamo``), so that a function bound later is told at once.
+_SUBSTITUTES: list = []
+_SUBSTITUTED = False
+
+
 #: Array-API function name -> its operator class's ``arguments`` (the description from the arguments).
 _BUILD: dict = {}
 #: The generated functions, by name, in the registry's order.
@@ -564,7 +563,7 @@ def bind(cls) -> Any:
     operator registered later is bound by this."""
     b = _contract.BINDING[cls.BINDING.function]
     name = b.function
-    fn, whole = _generate(b, cls)
+    fn, whole, traced = _generate(b, cls)
     FUNCTIONS[name] = globals()[name] = fn
     _NAMES[_OPS[name]], _BUILD[name] = name, cls.arguments
     if b.array == "arrays":
@@ -578,6 +577,10 @@ def bind(cls) -> Any:
     setattr(_engine._AdjointApi, name, staticmethod(fn))     # what the operators' ``adjoint`` may call
     setattr(_dispatch.front, name, fn)                      # what the adapters call again
     _dispatch.enter_graph_whole([whole])
+    if traced is not None:
+        _SUBSTITUTES.append((fn, traced))
+        if _SUBSTITUTED:
+            _substitute(fn, traced)
     return fn
 
 
@@ -657,11 +660,19 @@ class _OnDynamo(importlib.abc.MetaPathFinder):
 
 
 def _on_dynamo(module) -> None:
-    """Tell ``torch._dynamo``, now imported, which functions enter a graph whole; ``_tracing`` becomes
-    ``torch.compiler.is_compiling``."""
-    global _tracing
+    """Tell ``torch._dynamo``, now imported, which functions enter a graph whole, and what it traces in the
+    place of those with arguments read as enum members."""
+    global _SUBSTITUTED
     _dispatch.on_enter_graph_whole(module.allow_in_graph)
-    _tracing = importlib.import_module("torch.compiler").is_compiling
+    for fn, traced in _SUBSTITUTES:
+        _substitute(fn, traced)
+    _SUBSTITUTED = True
+
+
+def _substitute(fn, traced) -> None:
+    """Dynamo traces ``traced`` where a traced frame calls ``fn`` (``torch.compiler.substitute_in_graph``:
+    an eager call runs ``fn`` as it is)."""
+    importlib.import_module("torch.compiler").substitute_in_graph(fn)(traced)
 
 
 if "torch._dynamo" in sys.modules:
