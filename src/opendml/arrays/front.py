@@ -671,8 +671,13 @@ def _on_dynamo(module) -> None:
 
 def _substitute(fn, traced) -> None:
     """Dynamo traces ``traced`` where a traced frame calls ``fn`` (``torch.compiler.substitute_in_graph``:
-    an eager call runs ``fn`` as it is)."""
-    importlib.import_module("torch.compiler").substitute_in_graph(fn)(traced)
+    an eager call runs ``fn`` as it is). A PyTorch without it (before 2.5) takes ``fn`` whole, as the other
+    functions: an ``IntEnum`` member then enters the graph as its int."""
+    compiler = importlib.import_module("torch.compiler")
+    if hasattr(compiler, "substitute_in_graph"):
+        compiler.substitute_in_graph(fn)(traced)
+    else:                                               # pragma: no cover - PyTorch before 2.5
+        sys.modules["torch._dynamo"].allow_in_graph(fn)
 
 
 if "torch._dynamo" in sys.modules:
