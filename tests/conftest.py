@@ -84,3 +84,11 @@ def n_examples(n: int) -> int:
     """A property test's Hypothesis example count: ``n``, chosen so that the whole suite runs in under 5 minutes
     on a 2-core machine, times ``OPENDML_EXAMPLES`` (default 1; e.g. ``OPENDML_EXAMPLES=5`` for a deeper run)."""
     return max(1, round(n * _examples_scale()))
+
+
+def unpack_dual_batches() -> bool:
+    """Whether this PyTorch batches ``aten::_unpack_dual`` under ``vmap``, which a compiled ``torch.func.jacfwd``
+    or ``hessian`` of opendml's raw operators reaches: PyTorch 2.13 does; 2.11 (the GPU machine's, measured)
+    raises "Batching rule not implemented for aten::_unpack_dual"."""
+    import torch
+    return tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)

@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import opendml as dml  # noqa: E402
+from tests.conftest import unpack_dual_batches  # noqa: E402
 from opendml.arrays.torch import adapter  # noqa: E402,F401 - registers the family with torch.compile
 from opendml.arrays.torch.library import to_text  # noqa: E402
 from opendml.jsonform import JsonFormError  # noqa: E402
@@ -400,6 +401,7 @@ def test_the_raw_operators_take_the_func_transforms():
 
 
 
+@pytest.mark.skipif(not unpack_dual_batches(), reason="this PyTorch has no batching rule for aten::_unpack_dual, which a compiled jacfwd reaches")
 def test_the_raw_operators_take_compiled_forward_mode_transforms():
     """``torch.compile`` around ``torch.func.jacfwd`` and ``hessian`` of ``opendml::family`` (an index function's
     kept index tensor too), ``opendml::family_adjoint`` and ``opendml::move``: eager's values. The compiled graph

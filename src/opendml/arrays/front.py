@@ -482,13 +482,17 @@ def _generate(b, cls) -> Any:
         # what Dynamo traces in the function's place (``_SUBSTITUTES``): the second function, entering a graph
         # whole, given the arguments read as enum members as ``_member`` tuples, which it reads back
         # (``_unmember``), so that their enum survives the graph (an eager call runs the function as it is)
+        # (the stand-in takes the call's arguments as given, defaults left to the second: Dynamo cannot hold
+        # every default, the generator's no-array one among them)
         whole = f"_{b.function}_whole"
-        sent = [f"_member({n})" if n in b.members else n for n in positional]
-        sent += [f"{n}=_member({n})" if n in b.members else f"{n}={n}" for n in (a.arg for a in spec.kwonlyargs)]
+        places = [(n, [b.array, *positional].index(n) if n in positional else None) for n in b.members]
         src += (f"def {whole}({array}, {b.params}) -> {result}:\n"
                 + "".join(f"    {n} = _unmember({n})\n" for n in b.members) + body
-                + f"def _{b.function}_traced({array}, {b.params}) -> {result}:\n"
-                + f"    return {whole}({b.array}, {', '.join(sent)})\n")
+                + f"def _{b.function}_traced(*args, **kwargs):\n"
+                + "".join(f"    if len(args) > {i}:\n        args = (*args[:{i}], _member(args[{i}]), *args[{i + 1}:])\n"
+                          for n, i in places if i is not None)
+                + "".join(f"    if {n!r} in kwargs:\n        kwargs[{n!r}] = _member(kwargs[{n!r}])\n" for n, _ in places)
+                + f"    return {whole}(*args, **kwargs)\n")
     filename = f"<opendml.{b.function}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     namespace: dict = {}
