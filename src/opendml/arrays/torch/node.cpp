@@ -566,29 +566,18 @@ struct Operands {
   }
 };
 
-// The Python exception `type` with `message`, thrown as pybind11's: a kernel's
-// errors leave as the Python errors its Python code raises do. (A c10 error
-// thrown from these kernels, TORCH_CHECK's, crashed the process under
-// PyTorch 2.11: a segmentation fault where 2.13 raises.)
-[[noreturn]] void raise_python(PyObject* type, const std::string& message) {
-  py::gil_scoped_acquire gil;
-  PyErr_SetString(type, message.c_str());
-  throw py::error_already_set();
-}
-
 // A packed operator's list argument holds spec.split lists of one length:
 // its length must be a multiple of split (the Python fake kernel raises the
 // same ValueError, adapter._unpack).
 void check_packed(const OpSpec& spec, const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   if (spec.split == 0) return;
   const auto& schema = op.schema();
-  if (args.size() != 2 || !args[1].isList())
-    raise_python(PyExc_ValueError, schema.name() + ": a packed operator takes a tensor and one list");
+  TORCH_CHECK_VALUE(args.size() == 2 && args[1].isList(), schema.name(),
+                    ": a packed operator takes a tensor and one list");
   const size_t size = args[1].toListRef().size();
-  if (size % spec.split != 0)
-    raise_python(PyExc_ValueError, c10::str(schema.name(), ": ", schema.arguments()[1].name(), " packs ", spec.split,
-                                            " lists of one length, one after another: its length must be a "
-                                            "multiple of ", spec.split, ", not ", size));
+  TORCH_CHECK_VALUE(size % spec.split == 0, schema.name(), ": ", schema.arguments()[1].name(), " packs ", spec.split,
+                    " lists of one length, one after another: its length must be a multiple of ", spec.split,
+                    ", not ", size);
 }
 
 void run_op(OpSpec& spec, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -672,10 +661,9 @@ void record_op(OpSpec& spec, const c10::OperatorHandle& op, c10::DispatchKeySet 
   bool record = false;
   for (const auto& t : inputs) {
     // A tangent would be dropped without a word: refused, as the custom operators' route refuses it.
-    if (torch::autograd::isFwGradDefined(t))
-      raise_python(PyExc_NotImplementedError,
-                   schema.name() + ": forward-mode AD (a dual tensor) is not supported by opendml's dispatcher "
-                   "operators; call the array API function eagerly, where forward-mode AD is exact");
+    TORCH_CHECK_NOT_IMPLEMENTED(!torch::autograd::isFwGradDefined(t), schema.name(),
+                                ": forward-mode AD (a dual tensor) is not supported by opendml's dispatcher "
+                                "operators; call the array API function eagerly, where forward-mode AD is exact");
     record = record || (t.defined() && t.requires_grad());
   }
   record = record && torch::autograd::GradMode::is_enabled();
