@@ -401,7 +401,8 @@ def test_the_raw_operators_take_the_func_transforms():
 
 
 
-@pytest.mark.skipif(not unpack_dual_batches(), reason="this PyTorch has no batching rule for aten::_unpack_dual, which a compiled jacfwd reaches")
+@pytest.mark.skipif(not unpack_dual_batches(), reason="this PyTorch has no batching rule for "
+                    "aten::_unpack_dual, which a compiled jacfwd reaches")
 def test_the_raw_operators_take_compiled_forward_mode_transforms():
     """``torch.compile`` around ``torch.func.jacfwd`` and ``hessian`` of ``opendml::family`` (an index function's
     kept index tensor too), ``opendml::family_adjoint`` and ``opendml::move``: eager's values. The compiled graph
@@ -687,9 +688,10 @@ class _Level(enum.IntEnum):
 
 @pytest.mark.parametrize("fn", [lambda v: dml.space_to_depth(v, 2, _Level.ONE),
                                 lambda v: dml.pad(v, 1, 1, dml.DepthSpaceOrder.COLUMN_ROW_DEPTH),
+                                lambda v: dml.pad(v, 1, 1, mode=dml.DepthSpaceOrder.COLUMN_ROW_DEPTH),
                                 lambda v: dml.cast(v, dml.PaddingMode.EDGE),
                                 lambda v: dml.diagonal_matrix(v, dtype=dml.PaddingMode.EDGE)],
-                         ids=["order-own-intenum", "pad-mode", "cast-dtype", "diagonal-matrix-dtype"])
+                         ids=["order-own-intenum", "pad-mode", "pad-mode-keyword", "cast-dtype", "diagonal-matrix-dtype"])
 def test_other_enum_members_are_refused_compiled_as_eagerly(fn):
     x = _x(2, 4, 4, 4)
     with pytest.raises(ValidationError) as eager:
@@ -725,6 +727,8 @@ def test_members_of_the_right_enum_compile_as_eagerly(dynamic):
            lambda v: dml.depth_to_space(v, 2, 1),
            lambda v: dml.pad(v, 1, 2, dml.PaddingMode.REFLECTION),
            lambda v: dml.pad(v, 1, 2, "wrap"),
+           lambda v: dml.pad(v, 1, 2, mode=dml.PaddingMode.EDGE),
+           lambda v: dml.cast(v, dtype=dml.DataType.INT32),
            lambda v: dml.cast(v, dml.DataType.FLOAT16),
            lambda v: dml.cast(v, torch.int32),
            lambda v: dml.diagonal_matrix(v, dtype=dml.DataType.FLOAT32, begin=-1, end=2)]

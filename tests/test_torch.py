@@ -204,7 +204,8 @@ def test_func_grad_and_torch_compile_of_the_operators(compiled_inside):
 WINDOW_CASES = (0, 1, 8, 9, 10)
 
 
-@pytest.mark.skipif(not unpack_dual_batches(), reason="this PyTorch has no batching rule for aten::_unpack_dual, which a compiled jacfwd reaches")
+@pytest.mark.skipif(not unpack_dual_batches(), reason="this PyTorch has no batching rule for "
+                    "aten::_unpack_dual, which a compiled jacfwd reaches")
 @pytest.mark.parametrize("index", WINDOW_CASES, ids=[case_id(op_cases("cpu")[i]) for i in WINDOW_CASES])
 def test_torch_compile_of_forward_mode_on_the_operators(index):
     """``torch.compile`` around ``torch.func.jacfwd`` and ``hessian`` of a raw operator's call: eager's values.

@@ -489,9 +489,11 @@ def _generate(b, cls) -> Any:
         src += (f"def {whole}({array}, {b.params}) -> {result}:\n"
                 + "".join(f"    {n} = _unmember({n})\n" for n in b.members) + body
                 + f"def _{b.function}_traced(*args, **kwargs):\n"
-                + "".join(f"    if len(args) > {i}:\n        args = (*args[:{i}], _member(args[{i}]), *args[{i + 1}:])\n"
+                + "".join(f"    if len(args) > {i}:\n"
+                          f"        args = (*args[:{i}], _member(args[{i}]), *args[{i + 1}:])\n"
                           for n, i in places if i is not None)
-                + "".join(f"    if {n!r} in kwargs:\n        kwargs[{n!r}] = _member(kwargs[{n!r}])\n" for n, _ in places)
+                + "".join(f"    if {n!r} in kwargs:\n        kwargs[{n!r}] = _member(kwargs[{n!r}])\n"
+                          for n, _ in places)
                 + f"    return {whole}(*args, **kwargs)\n")
     filename = f"<opendml.{b.function}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)

@@ -184,7 +184,8 @@ class DiagonalMatrix1OperatorDesc(_DiagonalRules):
     OPERATOR = "DIAGONAL_MATRIX1"
     C_LOWERING = 8
     BINDING = Binding("diagonal_matrix", ((3, 4),), {"value": 0, "begin": 1, "end": 0}, optional=True,
-                      route="index", members=("dtype",), params="*, shape=None, dtype=None, value=1, begin: int = 0, end: int = 1",
+                      route="index", members=("dtype",),
+                      params="*, shape=None, dtype=None, value=1, begin: int = 0, end: int = 1",
                       shape="The input (2 to 4 dimensions; left out: a generator of ``shape`` and ``dtype``)",
                       returns="of ``x``'s dtype and shape (without ``x``: a NumPy array of ``shape`` and ``dtype``)",
                       rules="``shape`` or ``dtype`` not ``x``'s, or missing without ``x``, a "

@@ -44,7 +44,8 @@ class Padding1OperatorDesc(PaddingRules):
     OPERATOR = "PADDING1"
     C_LOWERING = 3
     BINDING = Binding("pad", ((2, 3),), {"start_padding": 1, "end_padding": [0, 2], "mode": "reflect"},
-                      params="start_padding: Ints, end_padding: Ints, mode: str = 'constant', value=0", members=("mode",),
+                      params="start_padding: Ints, end_padding: Ints, mode: str = 'constant', value=0",
+                      members=("mode",),
                       returns="of ``x``'s dtype, each axis ``start + size + end`` long",
                       rules="an unknown ``mode``, a ``value`` out of the dtype's range", doc="""DML_PADDING1: ``x`` padded by ``start_padding``/``end_padding`` elements
     per axis (an int pads every axis). ``mode``: "constant" (``value``, of
