@@ -479,11 +479,11 @@ def _generate(b, cls) -> Any:
                                    given=f"({', '.join(given)},)", offered=f"({', '.join(offered)},)")
     src = f"def {b.function}({array}, {b.params}) -> {result}:\n" + body
     if b.members:
-        # what Dynamo traces in the function's place (``_SUBSTITUTES``): the second function, entering a graph
-        # whole, given the arguments read as enum members as ``_member`` tuples, which it reads back
-        # (``_unmember``), so that their enum survives the graph (an eager call runs the function as it is)
-        # (the stand-in takes the call's arguments as given, defaults left to the second: Dynamo cannot hold
-        # every default, the generator's no-array one among them)
+        # what Dynamo traces in the function's place (``_STAND_INS``) calls the second, which enters a graph
+        # whole, with the arguments read as enum members as ``_member`` tuples; it reads them back
+        # (``_unmember``), so their enum survives the graph. An eager call runs the function as it is. The
+        # stand-in passes the call's arguments on as given: Dynamo cannot hold every default (the
+        # generator's no-array one)
         whole = f"_{b.function}_whole"
         places = [(n, [b.array, *positional].index(n) if n in positional else None) for n in b.members]
         src += (f"def {whole}({array}, {b.params}) -> {result}:\n"
@@ -542,10 +542,9 @@ def _unmember(value):
 
 #: The first item of a ``_member`` tuple: a string no caller passes by chance.
 _MEMBER = f"\0opendml.member.{id(_unmember):x}"
-#: (function, what Dynamo traces in its place) of the functions with arguments read as enum members; whether
-#: Dynamo has been told (``_on_dynamo``), so that a function bound later is told at once.
-_SUBSTITUTES: list = []
-_SUBSTITUTED = False
+#: The function entering a graph whole -> (the array function, what Dynamo traces in its place), for the
+#: functions with arguments read as enum members (``_on_dynamo``).
+_STAND_INS: dict = {}
 
 
 #: Array-API function name -> its operator class's ``arguments`` (the description from the arguments).
@@ -582,11 +581,9 @@ def bind(cls) -> Any:
                                  if "Sequence" in str(p.annotation) or "Ints" in str(p.annotation))
     setattr(_engine._AdjointApi, name, staticmethod(fn))     # what the operators' ``adjoint`` may call
     setattr(_dispatch.front, name, fn)                      # what the adapters call again
-    _dispatch.enter_graph_whole([whole])
     if traced is not None:
-        _SUBSTITUTES.append((fn, traced))
-        if _SUBSTITUTED:
-            _substitute(fn, traced)
+        _STAND_INS[whole] = (fn, traced)
+    _dispatch.enter_graph_whole([whole])
     return fn
 
 
@@ -666,13 +663,13 @@ class _OnDynamo(importlib.abc.MetaPathFinder):
 
 
 def _on_dynamo(module) -> None:
-    """Tell ``torch._dynamo``, now imported, which functions enter a graph whole, and what it traces in the
-    place of those with arguments read as enum members."""
-    global _SUBSTITUTED
-    _dispatch.on_enter_graph_whole(module.allow_in_graph)
-    for fn, traced in _SUBSTITUTES:
-        _substitute(fn, traced)
-    _SUBSTITUTED = True
+    """Tell ``torch._dynamo``, now imported, which functions enter a graph whole (those registered so far and
+    later), and what it traces in the place of those with arguments read as enum members."""
+    def enter(f):
+        module.allow_in_graph(f)
+        if f in _STAND_INS:
+            _substitute(*_STAND_INS[f])
+    _dispatch.on_enter_graph_whole(enter)
 
 
 def _substitute(fn, traced) -> None:

@@ -296,8 +296,7 @@ family_op = define("family", "(Tensor[] inputs, str call) -> Tensor[]", _run, _f
 
 
 def _adjoint_run(grads, inputs, call):
-    desc, index = _adjoint_description(grads, inputs, call)
-    kept = engine.constant_inputs(desc) if index is not None else ()
+    desc, index, kept = _adjoint_description(grads, inputs, call)
     with torch.no_grad():
         if index is None:
             outs = engine.adjoint(desc, list(grads))
@@ -310,7 +309,8 @@ def _adjoint_run(grads, inputs, call):
 
 def _adjoint_description(grads, inputs, call):
     """(the description of ``family_adjoint``'s call, its gradients checked against its outputs (sizes: the
-    hints' where symbolic, the fake's; their values, the implementation's); ``_desc_of``'s index part)."""
+    hints' where symbolic, the fake's; their values, the implementation's); ``_desc_of``'s index part; the
+    inputs the adjoint reads, which get no gradient: an index function's index tensor)."""
     desc, _, index = _desc_of(call, inputs)
     _one_device("family_adjoint", [*inputs, *grads])
     if len(grads) != len(desc.outputs):
@@ -323,12 +323,11 @@ def _adjoint_description(grads, inputs, call):
             raise ValidationError(f"opendml::family_adjoint: {desc.OPERATOR}: grads[{i}] must have sizes "
                                   f"{list(shape)} and dtype {torch_dtype(t)} as the call's output {i}; got "
                                   f"{list(g.shape)} {g.dtype}")
-    return desc, index
+    return desc, index, engine.constant_inputs(desc) if index is not None else ()
 
 
 def _adjoint_fake(grads, inputs, call):
-    desc, index = _adjoint_description(grads, inputs, call)
-    kept = engine.constant_inputs(desc) if index is not None else ()
+    _, _, kept = _adjoint_description(grads, inputs, call)
     return [x.new_empty(tuple(x.shape)) for i, x in enumerate(inputs) if i not in kept]
 
 

@@ -337,15 +337,15 @@ def define(name: str, schema: str, impl, fake, setup, backward, tangent=None, ru
     def autograd(keyset, *args):
         # (a dual level open: forward_ad's, or under a torch.func transform maybe a jvp's that a compiled graph
         # entered, which forward_ad does not record: ``_forward_ad`` looks at the tangents)
-        if _fwad._current_level >= 0 or torch._C._are_functorch_transforms_active():
+        transformed = torch._C._are_functorch_transforms_active()
+        if _fwad._current_level >= 0 or transformed:
             outs = _forward_ad(defined, args)
             if outs is not None:
                 return outs
         counts = _counts(args)
         tensors = _tensors(args, counts)
         if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
-            node = (_LevelNode if enable_single_level_autograd_function is not None
-                    and torch._C._are_functorch_transforms_active() else _Node)
+            node = _LevelNode if transformed and enable_single_level_autograd_function is not None else _Node
             outs = node.apply(defined, keyset, args, counts, *tensors)
             return list(outs) if defined.many else outs[0]
         with torch._C._AutoDispatchBelowAutograd():
