@@ -113,6 +113,9 @@ def test_direct_kernels_raise_the_operators_errors(cpp, name, fn, lists, shape):
         [-1] * len(_pack(lists)),
         [],
     ]
+    kind, error, message = _outcome(op, x, bad[0])
+    assert (kind, error) == ("error", ValueError)
+    assert message.endswith(f"its length must be a multiple of {k}, not {len(bad[0])}"), message
     for packed in bad:
         want = _outcome(op, x, packed)
         assert want[0] == "error", packed

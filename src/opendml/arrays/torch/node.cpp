@@ -575,9 +575,15 @@ void check_packed(const OpSpec& spec, const c10::OperatorHandle& op, c10::ArrayR
   TORCH_CHECK_VALUE(args.size() == 2 && args[1].isList(), schema.name(),
                     ": a packed operator takes a tensor and one list");
   const size_t size = args[1].toListRef().size();
-  TORCH_CHECK_VALUE(size % spec.split == 0, schema.name(), ": ", schema.arguments()[1].name(), " packs ", spec.split,
-                    " lists of one length, one after another: its length must be a multiple of ", spec.split,
-                    ", not ", size);
+  if (size % spec.split == 0) return;
+  // The numbers are formatted with std::to_string, never streamed into an
+  // ostream: on the H200 machine (PyTorch 2.11, GCC 13) streaming an integer
+  // here crashed the process inside the extension's ostream code (a backtrace
+  // ending in a codecvt facet's do_in), where strings stream fine.
+  const std::string split = std::to_string(spec.split);
+  TORCH_CHECK_VALUE(false, schema.name() + ": " + schema.arguments()[1].name() + " packs " + split +
+                               " lists of one length, one after another: its length must be a multiple of " + split +
+                               ", not " + std::to_string(size));
 }
 
 void run_op(OpSpec& spec, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
