@@ -577,9 +577,11 @@ void check_packed(const OpSpec& spec, const c10::OperatorHandle& op, c10::ArrayR
   const size_t size = args[1].toListRef().size();
   if (size % spec.split == 0) return;
   // The numbers are formatted with std::to_string, never streamed into an
-  // ostream: on the H200 machine (PyTorch 2.11, GCC 13) streaming an integer
-  // here crashed the process inside the extension's ostream code (a backtrace
-  // ending in a codecvt facet's do_in), where strings stream fine.
+  // ostream: on the H200 machine (PyTorch 2.11, GCC 13) this extension is
+  // built with its own static copy of libstdc++ (no libstdc++.so.6 among its
+  // needed libraries), and streaming an integer here crashed the process in
+  // that copy's locale code (cuda-gdb: a codecvt facet's do_in), where
+  // strings stream fine.
   const std::string split = std::to_string(spec.split);
   TORCH_CHECK_VALUE(false, schema.name() + ": " + schema.arguments()[1].name() + " packs " + split +
                                " lists of one length, one after another: its length must be a multiple of " + split +
