@@ -31,6 +31,7 @@ are prose.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import doctest
 import importlib.util
@@ -317,6 +318,14 @@ def test_page_runs(path, tmp_path):
     assert opendml.config() == before, f"{path.name}: a block's configuration outlived the page"
 
 
+def test_pages_hold_with_the_numpy_kernels(tmp_path):
+    """Where the C kernels could not be built, opendml runs the same plans
+    through NumPy: every page still shows what such an install prints."""
+    for path in PAGES:
+        with opendml.configure(cpu_kernels="numpy"):
+            run_page(path, tmp_path / path.relative_to(ROOT).as_posix().replace("/", "-"))
+
+
 def _page(tmp_path, text: str) -> pathlib.Path:
     page = tmp_path / "page.md"
     page.write_text(text, encoding="utf-8")
@@ -359,6 +368,38 @@ def test_listed_files_are_in_every_later_block(tmp_path):
 
 
 # -- what the pages promise ----------------------------------------------------------------------
+
+def unbound_names(code: str) -> set[str]:
+    """The names a Python block reads but neither imports, assigns nor
+    defines (builtins aside): what it would need from an earlier block."""
+    import builtins
+    bound, read = set(), set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+    return read - bound - set(dir(builtins))
+
+
+def test_cuda_blocks_run_alone():
+    """A CUDA block runs only where CUDA works, so no CPU run catches one that
+    uses an earlier block's names: each brings its own imports and inputs
+    (or says it continues the block before)."""
+    assert unbound_names("import numpy as np\nx = np.zeros(2)\nprint(dml.slice1(x))") == {"dml"}
+    for page in PAGES:
+        for block in parse_blocks(page.read_text(encoding="utf-8")):
+            if "cuda" in block.classes and block.lang == "python" and not continues(block):
+                missing = unbound_names(block.text)
+                assert not missing, f"{page.relative_to(ROOT)}:{block.line}: the CUDA block uses {sorted(missing)}"
+
+
 
 def test_the_collector_sees_code_on_the_pages():
     counts = {p.relative_to(ROOT).as_posix(): len(parse_blocks(p.read_text(encoding="utf-8"))) for p in PAGES}

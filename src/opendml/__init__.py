@@ -5,12 +5,14 @@ the CPU (NumPy and compiled C kernels) and NVIDIA GPUs (CUDA kernels through
 CuPy), as array functions of NumPy, CuPy, PyTorch, JAX and Dask arrays.
 
 Layers, each importing only those below it: ``model`` (data types, feature
-levels, tensor descriptions, errors) < ``ops`` (one module per operator) <
-``plan`` (what backends run) < ``runtime`` (backends, configuration) <
-``arrays`` (the array API) and ``device`` (the DirectML flow) < ``jsonform``
-and ``cli``. ``opendml.torch`` (PyTorch modules and operators) and ``opendml.jax``
-are imported only when asked for (or when an array of that framework comes in);
-Dask arrays go through ``arrays/dask_adapter.py``. ``opendml.slice`` is
+levels, tensor descriptions, errors) < ``plan`` (what backends run) < ``ops``
+(one module per operator) < ``jsonform`` (the JSON form) < ``runtime``
+(backends, configuration) < ``arrays`` (the array API) < ``device`` (the
+DirectML flow) < ``dxdispatch`` < ``torch`` and ``jax`` < ``cli``.
+``opendml.torch`` (PyTorch modules and operators) and ``opendml.jax``
+are imported only when asked for; a framework's adapter in ``arrays``
+(``arrays/torch/``, ``jax_adapter``, ``dask_adapter``...) loads when an array of
+that framework first comes in. ``opendml.slice`` is
 DirectML's name and is left out of ``__all__`` so that ``from opendml import *``
 does not shadow Python's ``slice``.
 """

@@ -87,7 +87,8 @@ class Config:
         tensor accessors, dispatcher operators). ``"auto"``: compiled in the
         background when opendml first handles a PyTorch tensor (about half a
         minute once per machine and PyTorch version, kept under
-        ``~/.cache/opendml`` or ``$OPENDML_CACHE_DIR``), the Python routes
+        ``$OPENDML_CACHE_DIR``, else ``$XDG_CACHE_HOME/opendml``, else
+        ``~/.cache/opendml``), the Python routes
         serving until it loads, and for good if it cannot be built;
         ``"wait"``: the first autograd call waits for it; ``"off"``: never
         used (a load already under way finishes unused). Every route gives the same values,
