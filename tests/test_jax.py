@@ -559,3 +559,16 @@ def test_the_lax_forms_check_their_arguments(call, message):
         jax.jit(call)(x)
     assert np.array_equal(oj.lax_slice1(x, [1, 0, 1, 0], [1, 3, 4, 5], [1, -2, 3, -2]),
                           dml.slice1(x, [1, 0, 1, 0], [1, 3, 4, 5], [1, -2, 3, -2]))
+
+
+def test_one_hot_is_a_constant_to_jax_autodiff():
+    """one_hot is not differentiated: under jax.grad (eager or jitted) its values get no gradient, as
+    PyTorch detaches them; before, JAX raised 'Pure callbacks do not support JVP' from its host callback."""
+    indices = jnp.array([0, 7, 2])
+
+    def loss(v):
+        return dml.one_hot(indices, 3, v).sum() + 2 * v.sum()
+    values = jnp.array([0.0, 1.0])
+    assert np.array_equal(jax.grad(loss)(values), [2.0, 2.0])
+    assert np.array_equal(jax.jit(jax.grad(loss))(values), [2.0, 2.0])
+    assert np.array_equal(jax.jit(lambda v: dml.one_hot(indices, 3, v))(values), dml.one_hot(indices, 3, values))
