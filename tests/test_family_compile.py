@@ -137,6 +137,16 @@ def test_integer_and_non_differentiable_casts_compile():
     assert torch.equal(y, dml.cast(xf.detach(), np.int32))
 
 
+def test_one_hot_of_values_that_require_grad_compiles_as_eagerly():
+    """one_hot is not differentiated: eagerly its output requires no grad; compiled with AOTAutograd its
+    fixed-size call traced the adjoint, which raised UnsupportedError ('not differentiable')."""
+    torch._dynamo.reset()
+    indices, values = torch.tensor([0, 7, 2]), torch.tensor([0.0, 1.0], requires_grad=True)
+    want = dml.one_hot(indices, 3, values)
+    got = torch.compile(lambda i, v: dml.one_hot(i, 3, v), backend="aot_eager", fullgraph=True)(indices, values)
+    assert torch.equal(got, want) and not got.requires_grad and not want.requires_grad
+
+
 def test_second_order_gradients_trace():
     """The backward is the array API again, so a gradient of a gradient
     traces (make_fx; AOTAutograd itself refuses double backward)."""

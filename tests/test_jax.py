@@ -22,6 +22,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax.test_util import check_grads  # noqa: E402
 
+import opendml.jax as oj  # noqa: E402
 from opendml.arrays import jax_adapter  # noqa: E402
 
 DTYPES = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
@@ -539,3 +540,35 @@ def test_opendml_jax_module():
     assert_same_bits(dj.slice_grad(x[:, :, ::2], [2, 3, 9, 5], [0, 0, 0, 0], [2, 3, 9, 5], [1, 1, 2, 1])[:, :, :6:2],
                      x[:, :, ::2])
     assert dj.SUPPORTED_DTYPES == tuple(DTYPES)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: oj.lax_slice1(x, [0, 0, 0, 0], [2, 3, 5, 6], [1, 1, 1, -1]), r"SLICE1: InputWindowOffsets\[3\] \+ "),
+    (lambda x: oj.lax_slice1(x, [0, 0, 0, 0], [2, 3, 5, 5], [1, 1, 1, 0]), r"SLICE1: InputWindowStrides\[3\] must"),
+    (lambda x: oj.lax_slice_grad(x, [2, 3, 5, 5], [0, 0, 0, 0], [2, 3, 5, 6], [1, 1, 1, 1]), r"SLICE_GRAD: Input"),
+    (lambda x: oj.lax_unfold(x, [9, 9], [1, 1], [1, 1], [0, 0], [0, 0]), r"UNFOLD: the dilated window must fit"),
+    (lambda x: oj.lax_fold(x[0, :2], [3, 3], [2, 2], [1, 1], [1, 1], [0, 0], [0, 0]), r"FOLD: InputTensor.Sizes\[1\]"),
+], ids=["slice1 window", "slice1 stride 0", "slice_grad window", "unfold window", "fold rows"])
+def test_the_lax_forms_check_their_arguments(call, message):
+    """opendml.jax's lax_* functions, public, check their arguments as the array functions do: before, a
+    stride of 0 was a ZeroDivisionError, a window past the input JAX's TypeError, and SLICE_GRAD's a result."""
+    x = jnp.arange(2 * 3 * 5 * 5, dtype=jnp.float32).reshape(2, 3, 5, 5)
+    with pytest.raises(dml.ValidationError, match=message):
+        call(x)
+    with pytest.raises(dml.ValidationError, match=message):
+        jax.jit(call)(x)
+    assert np.array_equal(oj.lax_slice1(x, [1, 0, 1, 0], [1, 3, 4, 5], [1, -2, 3, -2]),
+                          dml.slice1(x, [1, 0, 1, 0], [1, 3, 4, 5], [1, -2, 3, -2]))
+
+
+def test_one_hot_is_a_constant_to_jax_autodiff():
+    """one_hot is not differentiated: under jax.grad (eager or jitted) its values get no gradient, as
+    PyTorch detaches them; before, JAX raised 'Pure callbacks do not support JVP' from its host callback."""
+    indices = jnp.array([0, 7, 2])
+
+    def loss(v):
+        return dml.one_hot(indices, 3, v).sum() + 2 * v.sum()
+    values = jnp.array([0.0, 1.0])
+    assert np.array_equal(jax.grad(loss)(values), [2.0, 2.0])
+    assert np.array_equal(jax.jit(jax.grad(loss))(values), [2.0, 2.0])
+    assert np.array_equal(jax.jit(lambda v: dml.one_hot(indices, 3, v))(values), dml.one_hot(indices, 3, values))

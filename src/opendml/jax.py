@@ -97,6 +97,26 @@ def _on_jax(fn):
     return on_jax
 
 
+def _checked_lax(fn):
+    """The lax form ``fn`` (``lax_<function>``) with its arguments checked as the array function checks them
+    (the description built from the array's shape and dtype): opendml's errors, where it would otherwise
+    raise JAX's or compute a window that does not fit; then ``fn`` on the description's arguments."""
+    name, signature = fn.__name__[len("lax_"):], inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def checked(x, *args, **kwargs):
+        bound = signature.bind(_jax(x, fn.__name__, next(iter(signature.parameters))), *args, **kwargs)
+        bound.apply_defaults()
+        x, *args = bound.args
+        make = _arrays.front._BUILD[name](_arrays.front.ARGUMENT_API, x, *args)
+        return fn(x, *make(_arrays.planner.logical_desc(x.dtype, tuple(x.shape))).call_args())
+    checked.__module__ = __name__
+    return checked
+
+
+lax_unfold, lax_fold, lax_slice1, lax_slice_grad = map(_checked_lax, (lax_unfold, lax_fold, lax_slice1, lax_slice_grad))
+
+
 #: The window operators' functions (the plan route's: those with a pure-lax form, SLICE through SLICE1's),
 #: each taking its array as a JAX array, read from the registry.
 _WINDOW = [name for name in _arrays.FUNCTIONS if _contract.BINDING[name].route == "plan"]

@@ -254,7 +254,10 @@ def npy_header(f, versions=((1, 0), (2, 0))):
             raise NpyError(f"format version {version[0]}.{version[1]} (versions "
                            f"{', '.join(f'{a}.{b}' for a, b in versions)} are read)")
         reader = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
-        return reader(f, max_header_size=10000)
+        shape, fortran, dtype = reader(f, max_header_size=10000)
+        if any(n < 0 for n in shape):   # (-2, -3) would pass as 6 elements; np.load refuses it
+            raise NpyError(f"a malformed header (a negative dimension in the shape {list(shape)})")
+        return shape, fortran, dtype
     except NpyError:
         raise
     except (ValueError, SyntaxError, EOFError, TypeError, MemoryError, RecursionError, UnicodeError,

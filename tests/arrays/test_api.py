@@ -34,6 +34,36 @@ def test_big_endian_input():
     assert dml.slice(x, [2], [3], [1]).tolist() == [2, 3, 4]
 
 
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+@pytest.mark.parametrize("kernels", ["compiled", "numpy"])
+@pytest.mark.parametrize("call", [
+    lambda x: dml.slice(x, [1, 0], [2, 2], [1, 3]), lambda x: dml.slice1(x, [0, 0], [4, 4], [1, -1]),
+    lambda x: dml.slice_grad(x, [8, 9], [1, 0], [4, 8], [1, -2]), lambda x: dml.split(x, 1, [1, 3])[1],
+], ids=["slice", "slice1", "slice_grad", "split"])
+def test_a_numpy_subclass_reads_as_its_ndarray(kernels, call):
+    """np.matrix stays 2-D when flattened: the NumPy kernels read it from the wrong element (before
+    the buffer's start, for a reversed window) unless it is taken as the plain ndarray it holds."""
+    if kernels == "compiled" and not dml.config().compiled_available:
+        pytest.skip("the compiled CPU kernels are not installed")
+    x = grid(4, 4, dtype=np.float32)
+    with dml.configure(cpu_kernels=kernels, call_cache=False):
+        assert np.array_equal(call(np.matrix(x)), call(x))
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: dml.gather(x, np.array([0, 0]), 0),
+    lambda x: dml.scatter_elements(x, np.zeros(x.shape, np.int64), x, 0),
+    lambda x: dml.reverse_subsequences(x, np.full((1, 4, 1, 1), 3, np.uint32), 3),
+    lambda x: dml.slice1(x, [0, 0, 0, 0], [1, 4, 1, 6], [1, -1, 1, 2]),
+], ids=["gather", "scatter_elements", "reverse_subsequences", "slice1"])
+def test_any_stride_of_a_size_one_axis(call):
+    """NumPy (and PyTorch) allow any stride along an axis of size 1, which is never stepped: 2^62 bytes
+    there made the index kernels refuse their own parameters (a ValueError, 'malformed index axis')."""
+    packed = np.arange(24, dtype=np.float32).reshape(1, 4, 1, 6)
+    far = np.lib.stride_tricks.as_strided(packed, packed.shape, (2**62, 24, -2**62, 4))
+    assert np.array_equal(call(far), call(packed))
+
+
 def test_unfold_scalars_apply_to_every_axis():
     x = grid(1, 2, 4, 5, dtype=np.float32)
     assert np.array_equal(dml.unfold(x, 2, strides=2, start_padding=1), ref.unfold(x, [2, 2], [2, 2], [1, 1], [1, 1], [0, 0]))

@@ -76,6 +76,7 @@ def test_a_npy_file_cut_short_is_one_line(tmp_path, capsys, cut):
     b"{'descr': 'O', 'fortran_order': False, 'shape': (2,)}",
     b"{'descr': '<f4', 'fortran_order': 'yes', 'shape': (2, 3)}",
     b"{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 3)}",
+    b"{'descr': '<f4', 'fortran_order': False, 'shape': (-2, -3)}",       # 6 elements, as the data holds
     b"{'descr': '<f4', 'fortran_order': False, 'shape': (2**70,)}",
     b"{'descr': '<f4', 'fortran_order': False, 'shape': (" + b"(" * 200 + b")" * 200 + b")}",
     b"\xff\xfe{'descr': '<f4'}",

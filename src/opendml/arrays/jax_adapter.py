@@ -63,7 +63,11 @@ def run(call, arrays) -> list:
     xs = tuple(arrays)
     if any(isinstance(x, jax.core.Tracer) for x in xs):
         p = _static(call, xs)
-        return list((_linear if engine.differentiable(p.desc) else _forward)(p, xs))
+        if engine.differentiable(p.desc):
+            return list(_linear(p, xs))
+        # not differentiable for these types (one_hot): a constant to autodiff, as PyTorch detaches it, where
+        # differentiating its host callback raised JAX's "Pure callbacks do not support JVP"
+        return list(_forward(p, tuple(jax.lax.stop_gradient(x) for x in xs)))
     return list(_concrete(call, xs))
 
 

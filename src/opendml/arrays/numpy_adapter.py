@@ -27,12 +27,15 @@ def prefault(backend, out: np.ndarray, fresh: bool) -> bool:
 
 
 def as_input(x: np.ndarray) -> np.ndarray:
-    """``x`` as an array the kernels can read: little-endian, not masked."""
+    """``x`` as an array the kernels can read: little-endian, not masked, a
+    plain ndarray (a subclass such as np.matrix stays 2-D when the NumPy
+    kernels flatten it)."""
     if type(x) is np.ndarray and x.dtype.isnative and np.little_endian:
         return x
     if isinstance(x, np.ma.MaskedArray):
         raise ValidationError("array API: masked arrays are not supported (the mask would be dropped); "
                               "pass x.filled(value) or x.data explicitly")
+    x = x.view(np.ndarray)
     if x.dtype.byteorder == ">" or (x.dtype.byteorder == "=" and not np.little_endian):
         x = x.astype(x.dtype.newbyteorder("<"))
     return x

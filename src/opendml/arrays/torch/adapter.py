@@ -506,7 +506,8 @@ def run(call, arrays) -> list:
         if outs is not None:
             return outs
         desc = call.describe_arrays(dtypes, [tuple(int(n) for n in x.shape) for x in arrays])
-        return library.call_move(desc, arrays)
+        # (not differentiable for these types: no gradient, as eagerly; AOTAutograd would trace the adjoint)
+        return library.call_move(desc, [x if engine.differentiable(desc) else x.detach() for x in arrays])
     wrapped = any(_is_functorch_wrapped(x) for x in arrays)
     record = wrapped or _fwad._current_level >= 0 or (torch.is_grad_enabled() and any(x.requires_grad
                                                                                       for x in arrays))

@@ -482,13 +482,15 @@ void odml_index_move(const idx_params* p, const char* src, char* dst, const char
 
 /* Whether a walk over `sizes` with `strides` from `offset` could reach IDX_FAR elements or more (or a size is
  * negative): a record built by hand could otherwise make odml_index_fits' sums wrap around and pass. Bounded so, the
- * fits check's sums of a few such spans stay far below 2^63. */
+ * fits check's sums of a few such spans stay far below 2^63. The stride of a dimension of size 1, which the walk
+ * never steps, may be anything (NumPy and PyTorch allow any there). */
 #define IDX_FAR ((int64_t)1 << 58)
 static int too_far(const int64_t* sizes, const int64_t* strides, int64_t r, int64_t offset) {
     if (offset <= -IDX_FAR || offset >= IDX_FAR) return 1;
     int64_t total = 0;
     for (int64_t k = 0; k < r; k++) {
         const int64_t n = sizes[k], st = strides[k];
+        if (n == 1) continue;
         if (n < 0 || n >= IDX_FAR || st <= -IDX_FAR || st >= IDX_FAR) return 1;
         const int64_t a = st < 0 ? -st : st;
         if (a && n > (IDX_FAR - total) / a) return 1;
