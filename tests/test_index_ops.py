@@ -770,6 +770,20 @@ def test_torch_gradients_gradcheck_and_forward_ad():
     assert torch.func.vmap(lambda x: dml.gather(x, i, 0))(torch.randn(3, 4, 5)).shape == (3, 2, 3, 5)
 
 
+def test_nested_vmap_over_the_indices_reads_them_for_the_check():
+    """``vmap`` of ``vmap`` over an index function's indices (and ``vmap`` of ``grad``): the call on each sample's
+    values. The check read the indices with ``detach()`` before unwrapping them, which PyTorch refuses on a
+    nested vmap's tensor (``accessing `data` under vmap transform is not allowed``)."""
+    torch = pytest.importorskip("torch")
+    x = torch.arange(12.0).reshape(3, 4)
+    i = torch.tensor([[[0, 1], [2, 2]], [[1, 0], [0, 2]]])
+    g = lambda j: dml.gather(x, j, 0)  # noqa: E731
+    want = torch.stack([torch.stack([g(i[a, :, b]) for b in range(2)]) for a in range(2)])
+    assert torch.equal(torch.func.vmap(torch.func.vmap(g, in_dims=1))(i), want)
+    grads = torch.func.vmap(lambda j: torch.func.grad(lambda t: dml.gather(t, j, 0).sum())(x))(i[0])
+    assert torch.equal(grads, torch.stack([torch.func.grad(lambda t: dml.gather(t, j, 0).sum())(x) for j in i[0]]))
+
+
 def test_gather_adjoint_is_deterministic_and_sums_in_index_order():
     """Many repeated indices: the accumulating scatter gives the reference's
     sums (in row-major order of the indices), the same bytes on every run and

@@ -114,10 +114,10 @@ def _host(a) -> np.ndarray | None:
         if _torch_traced(torch, a):
             return None                           # traced (torch.compile): no values to check
         with torch._C._DisableFuncTorch():
-            t = a.detach()
+            t = a                   # (detached once unwrapped: detach() refuses a vmap of a vmap's tensor)
             while wrapped(t):
                 t = unwrap(t)
-            return t.cpu().resolve_neg().numpy()
+            return t.detach().cpu().resolve_neg().numpy()
     get = getattr(a, "get", None)
     if get is not None and type(a).__module__.startswith("cupy"):
         return get()
