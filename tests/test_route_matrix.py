@@ -506,6 +506,20 @@ def test_torch_func_vmap(name):
     same(_np(got), case.batched_want(), "vmap")
 
 
+@pytest.mark.parametrize("name", marked("torch-vmap-empty", ALL))
+def test_torch_func_vmap_over_an_empty_batch(name):
+    """``vmap`` over a batch of size 0: an opendml ``ValidationError`` naming the function (DirectML's sizes are
+    >= 1), as the window operators' one call on the batch gives it; the other functions' batching rule indexed
+    the first of no samples (an ``IndexError``)."""
+    case = case_of(name)
+    torch = pytest.importorskip("torch")
+    if not case.main:
+        pytest.skip(f"{name}'s example has no array to batch")
+    rest = _torch(case.arrays[case.main:])
+    with pytest.raises(dml.ValidationError, match=f"^{case.binding.function}: "):
+        torch.func.vmap(lambda *m: tuple(case.run(list(m) + rest)))(*[t[:0] for t in _torch(case.batch())])
+
+
 def _of_differentiable(case, xs):
     """The call as a function of its differentiable arrays alone (the other arrays ``xs``'s), its outputs
     a tuple."""

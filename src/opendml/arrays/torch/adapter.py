@@ -558,7 +558,7 @@ class _MoveLinear(torch.autograd.Function):
         cls, args = type(route.desc), route.call.args
         if args and hasattr(cls, "batched_args"):         # one call on the batch, as the operator declares
             return (_batched(cls, getattr(api, route.call.name), xs[0].movedim(in_dims[1], 0), args),), (0,)
-        outs = tuple(library.batched(info, in_dims[1:], xs, lambda b: route.call(*b)))
+        outs = tuple(library.batched(info, in_dims[1:], xs, lambda b: route.call(*b), route.call.name))
         return outs, (0,) * len(outs)
 
 
