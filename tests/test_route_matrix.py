@@ -756,6 +756,30 @@ def test_torch_compile_dynamic_slice_refused_as_slice(bad, node):
         assert str(eager.value) in str(got.value)
 
 
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "slice1's output_sizes under torch.compile(dynamic=True): the traced call is SLICE1 of the window that "
+    "reaches exactly those sizes (reaching_window: a negative stride moves its offset), kept symbolic, so a "
+    "value eager refuses in a later call is refused by the operator for the derived window (InputWindowOffsets "
+    "... got -1), not with eager's OutputTensor.Sizes error"))
+@pytest.mark.parametrize("node", ["wait", "off"], ids=["cpp-operators", "custom-operators"])
+def test_torch_compile_dynamic_slice1_output_sizes_refused_as_eager(node):
+    torch = pytest.importorskip("torch")
+    import opendml.torch  # noqa: F401 - what lets the array functions into a graph whole
+
+    def fn(x, n):
+        return dml.slice1(x, [0, 0, 0], [2, 3, 4], [1, 1, -1], [2, 3, n])
+    x = torch.arange(24.0).reshape(2, 3, 4)
+    with dml.configure(torch_node=node):
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend="aot_eager", dynamic=True, fullgraph=True)
+        assert torch.equal(compiled(x, 3), fn(x, 3)) and torch.equal(compiled(x, 4), fn(x, 4))
+        with pytest.raises(dml.ValidationError) as eager:
+            fn(x, 5)
+        with pytest.raises(Exception) as got:
+            compiled(x, 5)
+        assert str(eager.value) in str(got.value)
+
+
 @pytest.mark.parametrize("order", ["torch-compile-first", "opendml-compile-first"])
 @pytest.mark.parametrize("name", marked("torch-compile-first", ALL))
 def test_torch_compile_first(name, order):
