@@ -770,6 +770,46 @@ def test_torch_gradients_gradcheck_and_forward_ad():
     assert torch.func.vmap(lambda x: dml.gather(x, i, 0))(torch.randn(3, 4, 5)).shape == (3, 2, 3, 5)
 
 
+def test_nested_vmap_over_the_indices_reads_them_for_the_check():
+    """``vmap`` of ``vmap`` over an index function's indices (and ``vmap`` of ``grad``): the call on each sample's
+    values. The check read the indices with ``detach()`` before unwrapping them, which PyTorch refuses on a
+    nested vmap's tensor (``accessing `data` under vmap transform is not allowed``)."""
+    torch = pytest.importorskip("torch")
+    x = torch.arange(12.0).reshape(3, 4)
+    i = torch.tensor([[[0, 1], [2, 2]], [[1, 0], [0, 2]]])
+    g = lambda j: dml.gather(x, j, 0)  # noqa: E731
+    want = torch.stack([torch.stack([g(i[a, :, b]) for b in range(2)]) for a in range(2)])
+    assert torch.equal(torch.func.vmap(torch.func.vmap(g, in_dims=1))(i), want)
+    grads = torch.func.vmap(lambda j: torch.func.grad(lambda t: dml.gather(t, j, 0).sum())(x))(i[0])
+    assert torch.equal(grads, torch.stack([torch.func.grad(lambda t: dml.gather(t, j, 0).sum())(x) for j in i[0]]))
+
+
+def test_vmap_over_the_indices_names_a_bad_index_as_the_call_on_its_sample_does():
+    """An out-of-range index under ``vmap`` (batch dimension first or not, nested, a tuple of ``gather_nd``): the
+    error of the call on the first sample that holds one, as ``torch.compile`` of the ``vmap`` gives it. The check
+    named the position in the unwrapped batch (``indices[1, 1]`` of a sample's 1-d indices)."""
+    torch = pytest.importorskip("torch")
+    x = torch.arange(12.0).reshape(3, 4)
+
+    def error(fn, *args):
+        with pytest.raises(dml.ValidationError) as info:
+            fn(*args)
+        return str(info.value)
+    g = lambda j: dml.gather(x, j, 0)  # noqa: E731
+    i = torch.tensor([[0, 1, 2], [1, 5, 4]])                      # samples along dimension 1: [0, 1], [1, 5], [2, 4]
+    want = error(g, i[:, 1])
+    assert "indices[1] = 5" in want
+    assert error(torch.func.vmap(g, in_dims=1), i) == want
+    assert error(torch.func.vmap(g), i.t().contiguous()) == want
+    nested = torch.tensor([[[0, 1], [2, 2]], [[1, 0], [5, 2]]])    # the first bad sample: [1, :, 0]
+    assert error(torch.func.vmap(torch.func.vmap(g, in_dims=1)), nested) == error(g, nested[1, :, 0])
+    ge = torch.tensor([[[0], [1], [2]], [[3], [9], [0]]])
+    assert error(torch.func.vmap(lambda j: dml.gather_elements(x, j, 1), in_dims=1), ge.permute(1, 0, 2)) == \
+        error(dml.gather_elements, x, ge[1], 1)
+    nd = torch.tensor([[[0, 1]], [[2, 4]]])
+    assert error(torch.func.vmap(lambda j: dml.gather_nd(x, j)), nd) == error(dml.gather_nd, x, nd[1])
+
+
 def test_gather_adjoint_is_deterministic_and_sums_in_index_order():
     """Many repeated indices: the accumulating scatter gives the reference's
     sums (in row-major order of the indices), the same bytes on every run and

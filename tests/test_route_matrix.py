@@ -506,6 +506,20 @@ def test_torch_func_vmap(name):
     same(_np(got), case.batched_want(), "vmap")
 
 
+@pytest.mark.parametrize("name", marked("torch-vmap-empty", ALL))
+def test_torch_func_vmap_over_an_empty_batch(name):
+    """``vmap`` over a batch of size 0: an opendml ``ValidationError`` naming the function (DirectML's sizes are
+    >= 1), as the window operators' one call on the batch gives it; the other functions' batching rule indexed
+    the first of no samples (an ``IndexError``)."""
+    case = case_of(name)
+    torch = pytest.importorskip("torch")
+    if not case.main:
+        pytest.skip(f"{name}'s example has no array to batch")
+    rest = _torch(case.arrays[case.main:])
+    with pytest.raises(dml.ValidationError, match=f"^{case.binding.function}: "):
+        torch.func.vmap(lambda *m: tuple(case.run(list(m) + rest)))(*[t[:0] for t in _torch(case.batch())])
+
+
 def _of_differentiable(case, xs):
     """The call as a function of its differentiable arrays alone (the other arrays ``xs``'s), its outputs
     a tuple."""
@@ -739,6 +753,30 @@ def test_torch_compile_dynamic_slice_refused_as_slice(bad, node):
             fn(small, *good)
         with pytest.raises(Exception) as got:
             compiled(small, *good)
+        assert str(eager.value) in str(got.value)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "slice1's output_sizes under torch.compile(dynamic=True): the traced call is SLICE1 of the window that "
+    "reaches exactly those sizes (reaching_window: a negative stride moves its offset), kept symbolic, so a "
+    "value eager refuses in a later call is refused by the operator for the derived window (InputWindowOffsets "
+    "... got -1), not with eager's OutputTensor.Sizes error"))
+@pytest.mark.parametrize("node", ["wait", "off"], ids=["cpp-operators", "custom-operators"])
+def test_torch_compile_dynamic_slice1_output_sizes_refused_as_eager(node):
+    torch = pytest.importorskip("torch")
+    import opendml.torch  # noqa: F401 - what lets the array functions into a graph whole
+
+    def fn(x, n):
+        return dml.slice1(x, [0, 0, 0], [2, 3, 4], [1, 1, -1], [2, 3, n])
+    x = torch.arange(24.0).reshape(2, 3, 4)
+    with dml.configure(torch_node=node):
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend="aot_eager", dynamic=True, fullgraph=True)
+        assert torch.equal(compiled(x, 3), fn(x, 3)) and torch.equal(compiled(x, 4), fn(x, 4))
+        with pytest.raises(dml.ValidationError) as eager:
+            fn(x, 5)
+        with pytest.raises(Exception) as got:
+            compiled(x, 5)
         assert str(eager.value) in str(got.value)
 
 

@@ -246,6 +246,61 @@ def test_torch_compile_of_a_dual_level_on_the_operators(backend):
     torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
+def _raised(fn, *args):
+    with pytest.raises(Exception) as info:
+        fn(*args)
+    return info.value
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "PyTorch: Dynamo wraps every exception but IndexError that a call raises while it traces (its fake run) in "
+    "its own TorchRuntimeError, PyTorch's operators' errors too; the wrapper names the error's class and carries "
+    "its message (test_route_matrix: test_torch_compile_dynamic_scalar_argument_refused)"))
+def test_an_error_raised_while_dynamo_traces_is_the_eager_error_itself():
+    x = torch.arange(24.0).reshape(2, 3, 4)
+    fn = lambda t, axis: dml.join([t, t], axis)  # noqa: E731
+    compiled = torch.compile(fn, backend="aot_eager", dynamic=True, fullgraph=True)
+    torch._dynamo.reset()
+    assert torch.equal(compiled(x, 0), fn(x, 0))
+    eager, got = _raised(fn, x, 3), _raised(compiled, x, 3)
+    assert str(eager) in str(got) and f"{type(eager).__name__}(" in str(got)
+    assert (type(got), str(got)) == (type(eager), str(eager))
+
+
+@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=(
+    "PyTorch: a gradient of a gradient through a graph torch.compile made raises AOTAutograd's 'torch.compile "
+    "with aot_autograd does not currently support double backward', for PyTorch's own operators too; "
+    "torch.func transforms inside the compiled function take any order"))
+def test_double_backward_through_a_compiled_call():
+    fn = lambda t: dml.pad(t, 1, 1, mode="reflect").square().sum()  # noqa: E731
+
+    def second(f):
+        x = torch.arange(24.0).reshape(2, 3, 4).requires_grad_()
+        (first,) = torch.autograd.grad(f(x), x, create_graph=True)
+        first.square().sum().backward()
+        return first.detach(), x.grad
+    want = second(fn)
+    torch._dynamo.reset()
+    got = second(torch.compile(fn, backend="aot_eager"))
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=(
+    "a NumPy scalar argument: Dynamo passes it on as a tensor, which has no text form for opendml::family, so the "
+    "call takes opendml::move with its sizes fixed, which does not check the indices (the guide's 'Dynamic "
+    "shapes'): the compiled gather clamps an index that eager refuses"))
+def test_a_compiled_index_function_with_a_numpy_axis_checks_its_indices():
+    x, bad = torch.arange(12.0).reshape(3, 4), torch.tensor([0, 4])
+    fn = lambda t, i: dml.gather(t, i, np.int64(1))  # noqa: E731
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)
+    assert torch.equal(compiled(x, torch.tensor([0, 3])), fn(x, torch.tensor([0, 3])))
+    with pytest.raises(dml.ValidationError, match=r"indices\[1\] = 4 is out of range"):
+        fn(x, bad)
+    with pytest.raises(dml.ValidationError, match=r"indices\[1\] = 4 is out of range"):
+        compiled(x, bad)
+
+
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 def test_vmap_of_torch_compile_of_the_operators(dynamic):
     """``torch.func.vmap`` around ``torch.compile`` of a raw window operator's call: eager vmap's values. Dynamo

@@ -114,14 +114,28 @@ def _host(a) -> np.ndarray | None:
         if _torch_traced(torch, a):
             return None                           # traced (torch.compile): no values to check
         with torch._C._DisableFuncTorch():
-            t = a.detach()
+            t, bdims = a, []        # (detached once unwrapped: detach() refuses a vmap of a vmap's tensor)
             while wrapped(t):
+                bdims.append(torch._C._functorch.maybe_get_bdim(t))     # -1: not a vmap level
                 t = unwrap(t)
+            t, front = t.detach(), 0    # vmap's batch dimensions first, the outermost vmap's first (``_vmap_dims``)
+            for b in reversed(bdims):
+                if b >= 0:
+                    t = t.movedim(front + b, front)
+                    front += 1
             return t.cpu().resolve_neg().numpy()
     get = getattr(a, "get", None)
     if get is not None and type(a).__module__.startswith("cupy"):
         return get()
     return np.asarray(a)
+
+
+def _torch_compiling(torch) -> bool:
+    """Whether this thread runs ``torch.compile``: Dynamo's trace, or the real run of a traced call on its fake
+    tensors (``torch.compiler.is_compiling()`` alone is process-wide: another thread's compile sets it too; the
+    PyTorch adapter's ``_compiling`` is the same test)."""
+    return torch.compiler.is_compiling() and (torch.compiler.is_dynamo_compiling() or
+                                              torch._guards.TracingContext.try_get() is not None)
 
 
 def _torch_traced(torch, a) -> bool:
@@ -130,7 +144,7 @@ def _torch_traced(torch, a) -> bool:
     AOTAutograd's functional wrapper of one."""
     from torch._subclasses.fake_tensor import FakeTensor
     from torch._subclasses.functional_tensor import FunctionalTensor
-    return (torch.compiler.is_compiling() or a.device.type == "meta" or isinstance(a, (FakeTensor, FunctionalTensor))
+    return (_torch_compiling(torch) or a.device.type == "meta" or isinstance(a, (FakeTensor, FunctionalTensor))
             or torch._is_functional_tensor(a))
 
 
@@ -203,7 +217,24 @@ def check(indices, bounds, where: str, last_axis: bool = False) -> None:
     ext = _device_extremes(indices, last_axis)
     if ext is not None and _extremes_in_range(ext[0], ext[1], bounds, False):
         return
-    check_index_values(_host(indices), bounds, where, last_axis=last_axis)
+    values = _host(indices)
+    batch = _vmap_dims(indices) if values is not None else 0
+    # (under torch.func.vmap each sample's indices in turn, named as the call on that sample names them)
+    for sample in values.reshape(-1, *values.shape[batch:]) if batch else [values]:
+        check_index_values(sample, bounds, where, last_axis=last_axis)
+
+
+def _vmap_dims(a) -> int:
+    """How many ``torch.func.vmap`` batch dimensions a PyTorch tensor carries (``_host`` puts them first)."""
+    if not type(a).__module__.startswith("torch"):
+        return 0
+    import torch
+    n = 0
+    with torch._C._DisableFuncTorch():
+        while torch._C._functorch.is_functorch_wrapped_tensor(a):
+            n += torch._C._functorch.maybe_get_bdim(a) >= 0
+            a = torch._C._functorch.get_unwrapped(a)
+    return n
 
 
 def _like(a, x, where: str):
@@ -344,7 +375,7 @@ def _plain_tensors(given, device: str) -> bool:
     none recorded for autograd (nor, on the CPU, negative or conjugate
     views): what the C call cache may key and serve."""
     import torch
-    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() or \
+    if _torch_compiling(torch) or torch._C._len_torch_dispatch_stack() or \
             torch.autograd.forward_ad._current_level >= 0:
         return False
     grad, wrapped = torch.is_grad_enabled(), torch._C._functorch.is_functorch_wrapped_tensor

@@ -291,7 +291,7 @@ def through_op(x, call):
     sizes are known, with the array API's own rules and messages."""
     dtype = numpy_dtype(x, call.name)     # first: a sparse or nested tensor has no strides to read
     check_device(x, call.name)
-    if _fwad._current_level >= 0 and not torch.compiler.is_compiling() and _fwad.unpack_dual(x).tangent is not None:
+    if _fwad._current_level >= 0 and not _compiling() and _fwad.unpack_dual(x).tangent is not None:
         raise UnsupportedError(f"{call.name}: forward-mode AD (a dual tensor) under a tracer or dispatch mode is "
                                f"not supported by opendml's custom operators; call it eagerly (outside the "
                                f"tracer), where forward-mode AD is exact")
@@ -478,9 +478,16 @@ def _check_move(call, arrays):
     return dtypes
 
 
+def _compiling() -> bool:
+    """Whether this thread runs ``torch.compile``: Dynamo's trace, or the real run of a traced call on its fake
+    tensors (``torch.compiler.is_compiling()`` alone is process-wide: another thread's compile sets it too)."""
+    return torch.compiler.is_compiling() and (torch.compiler.is_dynamo_compiling() or
+                                              torch._guards.TracingContext.try_get() is not None)
+
+
 def _traced(arrays) -> bool:
     """Whether something traces this call (the custom operator's route)."""
-    return torch.compiler.is_compiling() or _dispatch_modes() > 0 or any(type(x) not in _PLAIN for x in arrays)
+    return _compiling() or _dispatch_modes() > 0 or any(type(x) not in _PLAIN for x in arrays)
 
 
 def traced_index(name: str, given: tuple, args: tuple) -> list | None:
@@ -552,7 +559,7 @@ class _MoveLinear(torch.autograd.Function):
         cls, args = type(route.desc), route.call.args
         if args and hasattr(cls, "batched_args"):         # one call on the batch, as the operator declares
             return (_batched(cls, getattr(api, route.call.name), xs[0].movedim(in_dims[1], 0), args),), (0,)
-        outs = tuple(library.batched(info, in_dims[1:], xs, lambda b: route.call(*b)))
+        outs = tuple(library.batched(info, in_dims[1:], xs, lambda b: route.call(*b), route.call.name))
         return outs, (0,) * len(outs)
 
 

@@ -489,9 +489,13 @@ def _tangent(primals, tangents, args) -> list:
                    to_text(engine.linear_part(desc)))
 
 
-def batched(info, dims, xs, call) -> list:
-    """``call(list of tensors)`` once per batch element of ``xs`` (batched along ``dims``), outputs stacked."""
+def batched(info, dims, xs, call, name: str) -> list:
+    """``call(list of tensors)`` once per batch element of ``xs`` (batched along ``dims``), outputs stacked; a
+    ``ValidationError`` naming ``name`` for a batch of none (no call to run: DirectML's sizes are >= 1)."""
     n = info.batch_size
+    if n == 0:
+        raise ValidationError(f"{name}: torch.func.vmap over a batch of size 0 is not supported (DirectML's tensor "
+                              f"sizes are >= 1)")
     xs = [x.movedim(d, 0) if d is not None else x.expand(n, *x.shape) for x, d in zip(xs, dims)]
     per = [call([x[i] for x in xs]) for i in range(n)]
     return [torch.stack([p[j] for p in per]) for j in range(len(per[0]))]
@@ -503,7 +507,7 @@ def list_rule(op):
     def rule(info, in_dims, *args):
         counts = _counts(args)
         outs = batched(info, [d for dims in in_dims[:-1] for d in dims], _tensors(args, counts),
-                       lambda xs: op(*_filled(args, counts, xs)))
+                       lambda xs: op(*_filled(args, counts, xs)), op._schema.name)
         return outs, [0] * len(outs)
     return rule
 
