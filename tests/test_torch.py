@@ -285,20 +285,24 @@ def test_double_backward_through_a_compiled_call():
     assert all(torch.equal(a, b) for a, b in zip(got, want))
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=(
-    "a NumPy scalar argument: Dynamo passes it on as a tensor, which has no text form for opendml::family, so the "
-    "call takes opendml::move with its sizes fixed, which does not check the indices (the guide's 'Dynamic "
-    "shapes'): the compiled gather clamps an index that eager refuses"))
-def test_a_compiled_index_function_with_a_numpy_axis_checks_its_indices():
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_a_compiled_index_function_with_a_numpy_axis_checks_its_indices(dynamic):
+    """Dynamo passes a NumPy integer (an axis) on as a 0-d tensor, which has no text form: it is read as its
+    int where that describes the same call, so the graph checks each call's indices as eagerly (it took
+    ``opendml::move`` with fixed sizes, which clamped an index that eager refuses)."""
     x, bad = torch.arange(12.0).reshape(3, 4), torch.tensor([0, 4])
-    fn = lambda t, i: dml.gather(t, i, np.int64(1))  # noqa: E731
-    torch._dynamo.reset()
-    compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)
-    assert torch.equal(compiled(x, torch.tensor([0, 3])), fn(x, torch.tensor([0, 3])))
-    with pytest.raises(dml.ValidationError, match=r"indices\[1\] = 4 is out of range"):
-        fn(x, bad)
-    with pytest.raises(dml.ValidationError, match=r"indices\[1\] = 4 is out of range"):
-        compiled(x, bad)
+    calls = {"gather": lambda t, i: dml.gather(t, i, np.int64(1)),
+             "scatter_elements": lambda t, i: dml.scatter_elements(t, i.expand(3, 2), torch.ones(3, 2), np.int32(1))}
+    for name, fn in calls.items():
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend="aot_eager", fullgraph=True, dynamic=dynamic)
+        good = torch.tensor([0, 3])
+        assert torch.equal(compiled(x, good), fn(x, good)), name
+        with pytest.raises(dml.ValidationError, match=r"indices\[.*\] = 4 is out of range") as eager:
+            fn(x, bad)
+        with pytest.raises(dml.ValidationError) as got:
+            compiled(x, bad)
+        assert str(got.value) == str(eager.value), name
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
