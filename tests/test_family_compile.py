@@ -256,13 +256,14 @@ def test_dynamic_shapes_keep_one_graph_on_cuda_with_inductor(name):
 
 def test_graphs_per_shape_as_the_guide_says():
     """The guide's "Dynamic shapes": a window operator, a family function and an index function keep sizes
-    symbolic (one graph for three shapes); a call with an argument of no text form (a NumPy int) takes the
-    operator's description, which fixes them (a graph per shape)."""
+    symbolic (one graph for three shapes), with a NumPy int argument too (Dynamo passes it on as a 0-d tensor,
+    read as its int)."""
     counted = []
     idx = torch.tensor([0, 1])
     fns = {"slice1": lambda v: dml.slice1(v, [0, 0], [2, 2], [1, -1]) + 1, "pad": lambda v: dml.pad(v, 1, 2) + 1,
            "gather": lambda v: dml.gather(v, idx, 0) + 1,
-           "gather_numpy_axis": lambda v: dml.gather(v, idx, np.int64(0)) + 1}
+           "gather_numpy_axis": lambda v: dml.gather(v, idx, np.int64(0)) + 1,
+           "pad_numpy_int": lambda v: dml.pad(v, np.int64(1), 2) + 1}
     graphs = {}
     for name, fn in fns.items():
         torch._dynamo.reset()
@@ -272,7 +273,7 @@ def test_graphs_per_shape_as_the_guide_says():
             x = _x(*shape)
             assert torch.equal(f(x), fn(x))
         graphs[name] = len(counted)
-    assert graphs == {"slice1": 1, "pad": 1, "gather": 1, "gather_numpy_axis": 3}
+    assert graphs == {"slice1": 1, "pad": 1, "gather": 1, "gather_numpy_axis": 1, "pad_numpy_int": 1}
 
 
 def test_a_shape_the_traced_one_passed_but_this_one_does_not_raises_the_functions_error():
@@ -1069,3 +1070,21 @@ def test_an_index_function_under_cuda_graphs(check):
     for k in range(4):
         y = x + k
         assert torch.equal(compiled(y, i), fn(y, i)), k
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_numpy_scalar_arguments_are_read_as_their_values(dynamic):
+    """Dynamo passes a NumPy scalar argument on as a 0-d tensor: the functions read its value, so a compiled
+    call gives eager's result where it raised (``identity``'s scale, ``pad``'s widths were 'must be a number' /
+    'a sequence of integers' errors)."""
+    x = _x(3, 4)
+    idx = torch.tensor([0, 2])
+    fns = {"identity": lambda v: dml.identity(v, scale=np.float32(0.5), bias=np.float64(1.0)),
+           "pad": lambda v: dml.pad(v, np.int64(1), np.int32(2), value=np.float32(3.0)),
+           "join": lambda v: dml.join([v, v], np.int64(1)),
+           "gather": lambda v: dml.gather(v, idx, np.int64(1)),
+           "one_hot": lambda v: dml.one_hot(idx, np.int64(4), torch.tensor([0.0, 1.0]))}
+    for name, fn in fns.items():
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend="aot_eager", fullgraph=True, dynamic=dynamic)
+        assert torch.equal(compiled(x), fn(x)), name

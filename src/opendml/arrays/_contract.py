@@ -386,10 +386,23 @@ def axis(value, rank: int, function: str) -> int:
 _SYMBOLIC = {"SymInt": int, "SymFloat": float, "SymBool": bool}
 
 
+#: PyTorch's fake tensors by type name: Dynamo passes a NumPy scalar (``np.int64(1)`` as an axis,
+#: ``np.float32(0.5)`` as a scale) on as a 0-d one, whose value a constant's fake tensor holds.
+_FAKE = {"FakeTensor": "torch._subclasses.fake_tensor", "FunctionalTensor": "torch._subclasses.functional_tensor"}
+
+
 def _value(v):
-    """``v``'s value where it is a symbolic scalar (``_SYMBOLIC``), else ``v``."""
+    """``v``'s value where it is a symbolic scalar (``_SYMBOLIC``) or a 0-d fake tensor that holds one (a
+    NumPy scalar under Dynamo; a graph input's holds none: left as it is), else ``v``."""
     kind = type(v)
-    return _SYMBOLIC[kind.__name__](v) if kind.__name__ in _SYMBOLIC and kind.__module__ == "torch" else v
+    if kind.__name__ in _SYMBOLIC and kind.__module__ == "torch":
+        return _SYMBOLIC[kind.__name__](v)
+    if _FAKE.get(kind.__name__) == kind.__module__ and v.dim() == 0:
+        try:
+            return v.item()
+        except Exception:   # noqa: BLE001 - PyTorch's data-dependent errors: no value to read
+            return v
+    return v
 
 
 def _read(v):

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import json
-import operator
 
 import numpy as np
 import torch
@@ -139,41 +138,12 @@ def _desc_of(text: str, inputs):
     name, x, args, linear = _parse(text, inputs)
     if name not in _dispatch.front.INDEX:
         return _description(_dispatch.front.family_call(name, x, args), inputs), linear, None
-    desc, index = _index_desc(name, x, args)
-    return desc, linear, index
-
-
-def _index_desc(name: str, x, args):
-    """(the validated description of an index function's call on ``x``' sizes' hints, (the arrays it is
-    made for, the result's shape))."""
     # (a stand-in of each tensor's hints: ``arguments`` reads its arrays' sizes as ints)
     given = [t if all(type(n) is int for n in t.shape) else
              torch.empty([_hint(n) for n in t.shape], dtype=t.dtype, device="meta") for t in x]
     make, arrays, shape = _dispatch.front.index_parts(name, given, args)
     dtypes = [numpy_dtype(a, name) for a in arrays]
-    return engine.Call(name, make).describe_arrays(dtypes, [a.shape for a in arrays]), (arrays, shape)
-
-
-def _read_ints(name: str, given, args) -> str | None:
-    """The text of an index call whose arguments without a text form are all 0-d integer tensors (Dynamo
-    passes a NumPy integer, ``np.int64(1)`` as an axis, on as one), each read as its int, where that is the
-    call the arguments as given describe (the same description); else None."""
-    read = []
-    for a in args:
-        if isinstance(a, torch.Tensor) and a.dim() == 0 and not (a.is_floating_point() or a.is_complex() or
-                                                               a.dtype is torch.bool):
-            try:
-                a = operator.index(a)     # (a constant's value; a graph input's has none: no text)
-            except Exception:             # noqa: BLE001 - PyTorch's data-dependent errors: no text form
-                return None
-            if type(a) is not int:
-                return None
-        read.append(a)
-    try:
-        text = json.dumps([name, [_encode(a) for a in read], False, False], separators=(",", ":"))
-    except _NoText:
-        return None
-    return text if _desc_of(text, given)[0] == _index_desc(name, given, args)[0] else None
+    return engine.Call(name, make).describe_arrays(dtypes, [a.shape for a in arrays]), linear, (arrays, shape)
 
 
 def _onto(hints, sizes) -> tuple:
@@ -244,9 +214,7 @@ def traced_index(name: str, given: tuple, args: tuple) -> list | None:
     try:
         text = json.dumps([name, [_encode(a) for a in args], False, False], separators=(",", ":"))
     except _NoText:
-        text = _read_ints(name, given, args)
-        if text is None:
-            return None
+        return None
     desc, _, index = _desc_of(text, given)
     if _output_sizes(desc, index, given) is None:
         return None
