@@ -44,6 +44,7 @@ import shlex
 import subprocess
 import sys
 import tomllib
+import types
 from dataclasses import dataclass, field
 
 import pytest
@@ -224,11 +225,16 @@ class _Alone:
     default configuration, undone when the next block starts afresh."""
 
     def __init__(self, name: str, workdir: pathlib.Path, files: dict):
-        self.namespace = {"__name__": name}
+        # a module of its own, importable by name while the block runs (PyTorch 2.11's Dynamo imports the
+        # module a compiled function's globals name)
+        module = types.ModuleType(name)
+        self.namespace = module.__dict__
         workdir.mkdir(parents=True)
         for fname, text in files.items():
             (workdir / fname).write_text(text, encoding="utf-8")
         self._stack = contextlib.ExitStack()
+        sys.modules[name] = module
+        self._stack.callback(sys.modules.pop, name, None)
         self._stack.enter_context(contextlib.chdir(workdir))
         self._stack.enter_context(opendml.configure())
 
@@ -291,10 +297,10 @@ def run_block(block: Block, where: str, namespace: dict, files: dict) -> None:
     elif block.lang == "pycon":
         test = doctest.DocTestParser().get_doctest(block.text, namespace, where, where.rsplit(":", 1)[0],
                                                    block.line)
-        runner = doctest.DocTestRunner(optionflags=FLAGS)
+        test.globs = namespace                  # (run in the block's module itself, not a copy: PyTorch 2.11's
+        runner = doctest.DocTestRunner(optionflags=FLAGS)       # Dynamo reads a compiled function's globals there)
         report = io.StringIO()
         runner.run(test, out=report.write, clear_globs=False)
-        namespace.update(test.globs)            # DocTest ran on a copy of the namespace
         if runner.failures:
             raise AssertionError(f"{where}: doctest failed\n{report.getvalue()}")
     elif block.lang == "console":

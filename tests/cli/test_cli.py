@@ -22,7 +22,8 @@ def spec(tmp_path, obj, name="spec.json"):
 
 def test_run_all_examples_in_a_subprocess():
     r = subprocess.run([sys.executable, "-m", "opendml.cli", "run"], capture_output=True, text=True,
-                       env={"PYTHONIOENCODING": "utf-8", "PATH": ""})
+                       env={"PYTHONIOENCODING": "utf-8", "PATH": "",     # (a tree run from its source folder)
+                            **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}})
     assert r.returncode == 0, r.stderr
     n = len(EXAMPLE_ORDER)
     assert r.stdout.count("\u2713 matches the documented output") == n

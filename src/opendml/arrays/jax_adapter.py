@@ -124,8 +124,9 @@ def _concrete(call, xs, p=None) -> tuple:
         except ImportError:
             cupy = None
         if cupy is not None:
-            with cupy.cuda.Device(dev.id):
-                outs = call(*(cupy.from_dlpack(x) for x in xs))
+            with cupy.cuda.Device(dev.id):      # (a NumPy residual, or an array elsewhere, copied onto the GPU)
+                outs = call(*(cupy.from_dlpack(x) if hasattr(x, "devices") and x.devices() == devices else
+                              cupy.asarray(np.asarray(x)) for x in xs))
             _check_x64(call.name, (o.dtype for o in outs))
             return tuple(jax.dlpack.from_dlpack(o) for o in outs)
     if platform is None:
