@@ -1177,3 +1177,17 @@ def test_a_too_large_output_is_named_by_its_slot_and_rule():
         with pytest.raises(dml.ValidationError, match=r"^[A-Z_0-9]+: OutputTensor: the element count \(product "
                                                      r"of Sizes \[1048576, 1048576\]\) must be <= 4294967295"):
             call()
+
+
+@pytest.mark.parametrize("call, rank", [
+    (lambda: dml.gather(np.zeros((2, 3, 4), np.float32), np.zeros((1,) * 8, np.int64), 0), 10),
+    (lambda: dml.gather_nd(np.zeros((1,) * 5, np.float32), np.zeros((1,) * 6 + (2,), np.int64)), 9),
+    (lambda: dml.scatter_nd(np.zeros((1,) * 5, np.float32), np.zeros((1,) * 6 + (2,), np.int64),
+                            np.zeros((1,) * 9, np.float32)), 9),
+], ids=["gather", "gather_nd", "scatter_nd"])
+def test_a_call_whose_tensors_pass_eight_dimensions_names_the_function(call, rank):
+    """The tensors an index call needs (its arrays led by 1s to the largest rank, the result's included) past
+    DirectML's 8 dimensions: the function's error (it was the bare 'TensorDesc: DimensionCount ...')."""
+    with pytest.raises(dml.ValidationError, match=rf"^\w+: the operator's tensors for this call need {rank} "
+                                                  r"dimensions .* at most 8$"):
+        call()

@@ -46,6 +46,7 @@ import numpy as np
 
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
+from ..model.tensor_desc import MAX_RANK
 from ..plan import Copy, Fill, Gather, Scatter
 from ..ops._index import IndexAdjointDesc, IndexPrimalDesc
 from ..runtime import calls as _calls
@@ -66,8 +67,13 @@ _front = _dispatch.front
 _generation_now = engine._generation_now
 
 
-def lead(x, rank: int):
-    """``x`` with leading 1s up to ``rank`` dimensions (a view)."""
+def lead(x, rank: int, where: str):
+    """``x`` with leading 1s up to ``rank`` dimensions (a view); a ``ValidationError`` naming ``where`` (the
+    function) where ``rank`` passes DirectML's largest."""
+    if rank > MAX_RANK:
+        raise ValidationError(f"{where}: the operator's tensors for this call need {rank} dimensions (its "
+                              f"inputs' and result's ranks, each led by 1s to the largest); DirectML's tensors "
+                              f"have at most {MAX_RANK}")
     shape = tuple(int(n) for n in x.shape)
     if len(shape) == rank:
         return x
@@ -485,7 +491,7 @@ def index_adjoint(primal, wrt: int, grad, indices):
     shape = primal.inputs[wrt].sizes
     return run(f"{primal.OPERATOR.lower()}_adjoint",
                 lambda tg, ti: IndexAdjointDesc(primal, wrt, tg, ti),
-                [lead(grad, len(shape)), indices], shape)
+                [lead(grad, len(shape), primal.OPERATOR), indices], shape)
 
 
 def index_primal(primal, wrt: int, data, indices):

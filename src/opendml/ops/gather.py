@@ -96,7 +96,7 @@ class GatherOperatorDesc(IndexOperatorDesc):
             api.check_indices(indices, xs[a], where)
         r = max(rx, ri, rx + k - 1, 1)
         ap = a + r - len(xs)
-        return ((lambda tx, ti: cls(tx, ti, None, ap, k)), [api.lead(x, r), api.lead(indices, r)],
+        return ((lambda tx, ti: cls(tx, ti, None, ap, k)), [api.lead(x, r, where), api.lead(indices, r, where)],
                 xs[:a] + is_[ri - k:] + xs[a + 1:], (ap, k))
 
     def __post_init__(self):

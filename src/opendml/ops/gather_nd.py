@@ -165,7 +165,8 @@ class GatherNd1OperatorDesc(_NdIndexing):
         if check_indices:
             api.check_indices(indices, xs[b:b + q], where, last_axis=True)
         r = nd_rank(xs, is_, b)
-        return ((lambda tx, ti: cls(tx, ti, None, len(xs), len(is_), b)), [api.lead(x, r), api.lead(indices, r)],
+        return ((lambda tx, ti: cls(tx, ti, None, len(xs), len(is_), b)),
+                [api.lead(x, r, where), api.lead(indices, r, where)],
                 is_[:-1] + xs[b + q:], (len(xs), len(is_), b))
 
     @property

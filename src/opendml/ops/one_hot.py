@@ -77,7 +77,7 @@ class OneHotOperatorDesc(IndexOperatorDesc):
 
         def make(ti, tv):
             return cls(ti, tv, api.sizes_of(where, "OutputTensor", lambda: TensorDesc(tv.data_type, shape)), a)
-        return make, [indices.reshape(is_[:a] + (1,) + is_[a:]), api.lead(values, ro)], shape, (shape, a)
+        return make, [indices.reshape(is_[:a] + (1,) + is_[a:]), api.lead(values, ro, where)], shape, (shape, a)
 
     def __post_init__(self):
         idx = self._check_input()

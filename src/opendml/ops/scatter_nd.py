@@ -91,7 +91,8 @@ class ScatterNdOperatorDesc(SameSizes, _NdIndexing):
             api.check_indices(indices, xs[:q], where, last_axis=True)
         r = max(nd_rank(xs, is_, 0), len(us))
         return ((lambda tx, ti, tu: cls(tx, ti, tu, None, len(xs), len(is_))),
-                [api.lead(x, r), api.lead(indices, r), api.lead(updates, r)], xs, (len(xs), len(is_)))
+                [api.lead(x, r, where), api.lead(indices, r, where), api.lead(updates, r, where)], xs,
+                (len(xs), len(is_)))
 
     def __post_init__(self):
         inp = self._check_input()
