@@ -386,6 +386,14 @@ def axis(value, rank: int, function: str) -> int:
 _SYMBOLIC = {"SymInt": int, "SymFloat": float, "SymBool": bool}
 
 
+def torch_compiling(torch) -> bool:
+    """Whether this thread runs ``torch.compile`` (``torch``: the module): Dynamo's trace, or the real run of a
+    traced call on its fake tensors (``torch.compiler.is_compiling()`` alone is process-wide: another thread's
+    compile sets it too)."""
+    return torch.compiler.is_compiling() and (torch.compiler.is_dynamo_compiling() or
+                                              torch._guards.TracingContext.try_get() is not None)
+
+
 #: PyTorch's fake tensors by type name: Dynamo passes a NumPy scalar (``np.int64(1)`` as an axis,
 #: ``np.float32(0.5)`` as a scale) on as a 0-d one, whose value a constant's fake tensor holds.
 _FAKE = {"FakeTensor": "torch._subclasses.fake_tensor", "FunctionalTensor": "torch._subclasses.functional_tensor"}

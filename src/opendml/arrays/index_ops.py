@@ -136,21 +136,13 @@ def _host(a) -> np.ndarray | None:
     return np.asarray(a)
 
 
-def _torch_compiling(torch) -> bool:
-    """Whether this thread runs ``torch.compile``: Dynamo's trace, or the real run of a traced call on its fake
-    tensors (``torch.compiler.is_compiling()`` alone is process-wide: another thread's compile sets it too; the
-    PyTorch adapter's ``_compiling`` is the same test)."""
-    return torch.compiler.is_compiling() and (torch.compiler.is_dynamo_compiling() or
-                                              torch._guards.TracingContext.try_get() is not None)
-
-
 def _torch_traced(torch, a) -> bool:
     """Whether PyTorch tensor ``a`` has no values to read: a call traced by
     ``torch.compile`` (Dynamo's fake run included), a fake or meta tensor, or
     AOTAutograd's functional wrapper of one."""
     from torch._subclasses.fake_tensor import FakeTensor
     from torch._subclasses.functional_tensor import FunctionalTensor
-    return (_torch_compiling(torch) or a.device.type == "meta" or isinstance(a, (FakeTensor, FunctionalTensor))
+    return (_contract.torch_compiling(torch) or a.device.type == "meta" or isinstance(a, (FakeTensor, FunctionalTensor))
             or torch._is_functional_tensor(a))
 
 
@@ -381,7 +373,7 @@ def _plain_tensors(given, device: str) -> bool:
     none recorded for autograd (nor, on the CPU, negative or conjugate
     views): what the C call cache may key and serve."""
     import torch
-    if _torch_compiling(torch) or torch._C._len_torch_dispatch_stack() or \
+    if _contract.torch_compiling(torch) or torch._C._len_torch_dispatch_stack() or \
             torch.autograd.forward_ad._current_level >= 0:
         return False
     grad, wrapped = torch.is_grad_enabled(), torch._C._functorch.is_functorch_wrapped_tensor

@@ -43,6 +43,7 @@ from ...ops._spec import binding_of
 from ...ops.fold import _is_sequence
 from ...runtime import calls
 from ...runtime.config import config
+from .._contract import torch_compiling
 from .._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
 from .. import _dispatch
 from . import dynamic, inductor as torch_inductor, library, node as torch_node
@@ -291,7 +292,7 @@ def through_op(x, call):
     sizes are known, with the array API's own rules and messages."""
     dtype = numpy_dtype(x, call.name)     # first: a sparse or nested tensor has no strides to read
     check_device(x, call.name)
-    if _fwad._current_level >= 0 and not _compiling() and _fwad.unpack_dual(x).tangent is not None:
+    if _fwad._current_level >= 0 and not torch_compiling(torch) and _fwad.unpack_dual(x).tangent is not None:
         raise UnsupportedError(f"{call.name}: forward-mode AD (a dual tensor) under a tracer or dispatch mode is "
                                f"not supported by opendml's custom operators; call it eagerly (outside the "
                                f"tracer), where forward-mode AD is exact")
@@ -478,16 +479,9 @@ def _check_move(call, arrays):
     return dtypes
 
 
-def _compiling() -> bool:
-    """Whether this thread runs ``torch.compile``: Dynamo's trace, or the real run of a traced call on its fake
-    tensors (``torch.compiler.is_compiling()`` alone is process-wide: another thread's compile sets it too)."""
-    return torch.compiler.is_compiling() and (torch.compiler.is_dynamo_compiling() or
-                                              torch._guards.TracingContext.try_get() is not None)
-
-
 def _traced(arrays) -> bool:
     """Whether something traces this call (the custom operator's route)."""
-    return _compiling() or _dispatch_modes() > 0 or any(type(x) not in _PLAIN for x in arrays)
+    return torch_compiling(torch) or _dispatch_modes() > 0 or any(type(x) not in _PLAIN for x in arrays)
 
 
 def traced_index(name: str, given: tuple, args: tuple) -> list | None:
