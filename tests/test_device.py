@@ -401,20 +401,18 @@ def test_array_api_shared_by_threads(backend):
 
 def test_binding_many_tensors_takes_linear_time():
     """The overlap check of a JOIN of 30000 inputs (or a SPLIT of as many outputs) sweeps the ranges in
-    offset order, not pair by pair (4.5e8 pairs: minutes), also where it names an overlapping pair."""
-    import time
+    offset order, not pair by pair (4.5e8 pairs: minutes, past the suite's time budget; no timed assertion
+    here: speed is the benchmarks'), also where it names an overlapping pair."""
     n = 30000
     t = dml.TensorDesc(F32, [1])
     device = dml.Device("cpu")
     join = device.compile_operator(device.create_operator(dml.JoinOperatorDesc([t] * n, None, 0)))
     table = device.create_binding_table(join)
     buf = device.create_buffer(20 * n)
-    start = time.perf_counter()
     table.bind_inputs([dml.BufferBinding(buf, 16 * i, 4) for i in range(n)])
     table.bind_outputs([dml.BufferBinding(device.create_buffer(4 * n), 0, 4 * n)])
     with pytest.raises(dml.BindingError, match=r"JOIN: input 29999 bytes \[479984, 479988\) overlap output 0 "):
         table.bind_outputs([dml.BufferBinding(buf, 16 * (n - 1), 4 * n)])
-    assert time.perf_counter() - start < 10
 
 
 def test_overlap_sweep_agrees_with_the_pairwise_rule():
