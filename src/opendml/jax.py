@@ -108,8 +108,8 @@ def _checked_lax(fn):
         bound = signature.bind(_jax(x, fn.__name__, next(iter(signature.parameters))), *args, **kwargs)
         bound.apply_defaults()
         x, *args = bound.args
-        make = _arrays.front._BUILD[name](_arrays.front.ARGUMENT_API, x, *args)
-        return fn(x, *make(_arrays.planner.logical_desc(x.dtype, tuple(x.shape))).call_args())
+        desc = _arrays.front.plan_call(name, x, tuple(args)).describe_arrays([x.dtype], [x.shape])
+        return fn(x, *desc.call_args())
     checked.__module__ = __name__
     return checked
 

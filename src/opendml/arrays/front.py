@@ -242,8 +242,13 @@ def _plan(op: int, x, args: tuple):
         out = _new(op, x, args)
         if out is not None:
             return out
-    call = Call(name, _BUILD[name](ARGUMENT_API, x, *args), key=PLAN_KEY, ccall=(name, args, False), args=args)
-    return _route(fw, call, [x])[0]
+    return _route(fw, plan_call(name, x, args), [x])[0]
+
+
+def plan_call(name: str, x, args: tuple) -> Call:
+    """The ``Call`` of the window function ``name`` (route "plan") on ``x`` and ``args``, its arguments checked
+    (nothing run): the plan route's, and the checked lax forms' (``opendml.jax``)."""
+    return Call(name, _BUILD[name](ARGUMENT_API, x, *args), key=PLAN_KEY, ccall=(name, args, False), args=args)
 
 
 def _move_call(op: int, x, args: tuple):
