@@ -110,30 +110,36 @@ def _host(a) -> np.ndarray | None:
     (None for a JAX tracer, ``jit`` over the indices: their values are not
     known when the call is traced, so they are not checked; the kernels clamp
     them)."""
+    return _host_batched(a)[0]
+
+
+def _host_batched(a) -> tuple[np.ndarray | None, int]:
+    """(``_host(a)``, how many ``torch.func.vmap`` batch dimensions lead it: a PyTorch tensor under vmap has
+    its batch dimensions put first, the outermost vmap's first)."""
     if isinstance(a, np.ndarray):
-        return a
+        return a, 0
     if type(a).__module__.startswith("jax") and "Tracer" in type(a).__name__:
-        return None
+        return None, 0
     if type(a).__module__.startswith("torch"):   # PyTorch, read past any torch.func transform
         import torch
         unwrap, wrapped = torch._C._functorch.get_unwrapped, torch._C._functorch.is_functorch_wrapped_tensor
         if _torch_traced(torch, a):
-            return None                           # traced (torch.compile): no values to check
+            return None, 0                        # traced (torch.compile): no values to check
         with torch._C._DisableFuncTorch():
             t, bdims = a, []        # (detached once unwrapped: detach() refuses a vmap of a vmap's tensor)
             while wrapped(t):
                 bdims.append(torch._C._functorch.maybe_get_bdim(t))     # -1: not a vmap level
                 t = unwrap(t)
-            t, front = t.detach(), 0    # vmap's batch dimensions first, the outermost vmap's first (``_vmap_dims``)
+            t, front = t.detach(), 0
             for b in reversed(bdims):
                 if b >= 0:
                     t = t.movedim(front + b, front)
                     front += 1
-            return t.cpu().resolve_neg().numpy()
+            return t.cpu().resolve_neg().numpy(), front
     get = getattr(a, "get", None)
     if get is not None and type(a).__module__.startswith("cupy"):
-        return get()
-    return np.asarray(a)
+        return get(), 0
+    return np.asarray(a), 0
 
 
 def _torch_traced(torch, a) -> bool:
@@ -215,24 +221,10 @@ def check(indices, bounds, where: str, last_axis: bool = False) -> None:
     ext = _device_extremes(indices, last_axis)
     if ext is not None and _extremes_in_range(ext[0], ext[1], bounds, False):
         return
-    values = _host(indices)
-    batch = _vmap_dims(indices) if values is not None else 0
+    values, batch = _host_batched(indices)
     # (under torch.func.vmap each sample's indices in turn, named as the call on that sample names them)
     for sample in values.reshape(-1, *values.shape[batch:]) if batch else [values]:
         check_index_values(sample, bounds, where, last_axis=last_axis)
-
-
-def _vmap_dims(a) -> int:
-    """How many ``torch.func.vmap`` batch dimensions a PyTorch tensor carries (``_host`` puts them first)."""
-    if not type(a).__module__.startswith("torch"):
-        return 0
-    import torch
-    n = 0
-    with torch._C._DisableFuncTorch():
-        while torch._C._functorch.is_functorch_wrapped_tensor(a):
-            n += torch._C._functorch.maybe_get_bdim(a) >= 0
-            a = torch._C._functorch.get_unwrapped(a)
-    return n
 
 
 def _like(a, x, where: str):
