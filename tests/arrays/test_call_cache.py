@@ -1492,7 +1492,7 @@ def test_call_cache_packed_survives_a_collection_that_empties_the_packed_list(to
             seen.append(len(p))
             return "fallback"
         inside = 0
-        for round in range(60):
+        for round in range(12):        # (each round's collection empties the list: one round for each count below)
             packed = [int(str(10 ** 12 + i)) for i in range(100)]
             class Bomb:
                 def __del__(self, packed=packed):
