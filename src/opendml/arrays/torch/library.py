@@ -6,17 +6,15 @@ custom operator for tracers (``torch.compile``, ``make_fx``, fake tensors, dispa
     opendml::move(Tensor[] inputs, str desc) -> Tensor[]
 
 ``desc`` is the operator's JSON form (``jsonform.to_json``): any registered operator, no branch per
-operator here (the first five's traced calls take their own custom operators, ``adapter``; a family
-call whose sizes are symbolic, an index function's too, and an index function's call that checks its
-indices, takes ``opendml::family``, ``dynamic``, where it can). The inputs must match its input tensors in number, dtype and sizes (``ValidationError``); outputs are new packed
-tensors on the inputs' device (the CPU for an operator without inputs). Output ``Strides`` that map
-two elements to one place are a ``ValidationError``; others run as packed outputs (``packed_outputs``).
-Its fake specialises symbolic sizes (a size marked strictly dynamic makes Dynamo report its
-constraint); its backward is the operator's declared adjoint through the array API, so gradients of
-gradients trace too (``UnsupportedError`` where the description has no linear part), and its forward-mode
-rule the description's linear part on the tangents (``define``: the autograd kernel of opendml's Python
-operators); its vmap rule runs the call once per batch element; Inductor's wrapper calls it through a
-direct kernel (``inductor``).
+operator here (the first five's traced calls take their own custom operators, ``adapter``; where the
+sizes are symbolic, or an index function checks its indices, ``opendml::family``, ``dynamic``). The
+inputs must match its input tensors in number, dtype and sizes (``ValidationError``); outputs are new
+packed tensors on the inputs' device (the CPU for an operator without inputs; ``packed_outputs``). Its
+fake specialises symbolic sizes (a size marked strictly dynamic makes Dynamo report its constraint);
+its backward is the operator's declared adjoint through the array API, so gradients of gradients trace
+too (``UnsupportedError`` where the description has no linear part), and its forward-mode rule the
+description's linear part on the tangents (``define``); its vmap rule runs the call once per batch
+element; Inductor's wrapper calls it through a direct kernel (``inductor``).
 """
 from __future__ import annotations
 
