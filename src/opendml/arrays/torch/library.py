@@ -133,7 +133,7 @@ CUSTOM: dict = {}
 #: namespace the latest traced call took (``opendml.torch.compiled_route``).
 CPP: dict = {"ops": None, "lib": None, "failed": None, "last": None}
 #: Definitions the C++ library registers: name -> (schema, kernel spec (cached, code, extra arguments,
-#: fallback), returns a list, grad_fn name, fake, vmap rule(op) or None, backward(saved, grads) (``saved``:
+#: fallback), returns a list, grad_fn name, fake, vmap rule(op), backward(saved, grads) (``saved``:
 #: the arguments, each tensor as its sizes), split: ``define_cpp``'s).
 CPP_DEFS: dict = {}
 _cpp_lock = threading.Lock()
@@ -150,22 +150,19 @@ def define_cpp(name: str, schema: str, spec: tuple, list_out: bool, fake, vmap, 
 def _register(node) -> dict:
     """Register ``CPP_DEFS`` with the node library (under _cpp_lock)."""
     lib = CPP["lib"] = torch.library.Library(CPP_NAMESPACE, "FRAGMENT")
+    ns, ops = getattr(torch.ops, CPP_NAMESPACE), {}
     for name, d in CPP_DEFS.items():
         lib.define(name + d[0], tags=(torch.Tag.pt2_compliant_tag,))
-    node.register_ops(CPP_NAMESPACE, [(name, d[1], d[2], d[3], d[7]) for name, d in CPP_DEFS.items()],
-                      lambda name, saved, grads: CPP_DEFS[name][6](saved, grads))     # (every backward)
-    ns = getattr(torch.ops, CPP_NAMESPACE)
-    ops = {name: getattr(ns, name).default for name in CPP_DEFS}
-    inductor.attach(CPP_NAMESPACE, ops, CPP_DEFS)
-    for name, d in CPP_DEFS.items():
-        qualname = f"{CPP_NAMESPACE}::{name}"
-        torch.library.register_fake(qualname, d[4], lib=lib)
-        if d[5] is not None:
-            torch.library.register_vmap(qualname, uncompiled(d[5](ops[name])), lib=lib)
+        ops[name] = getattr(ns, name).default
+        torch.library.register_fake(f"{CPP_NAMESPACE}::{name}", d[4], lib=lib)
+        torch.library.register_vmap(f"{CPP_NAMESPACE}::{name}", uncompiled(d[5](ops[name])), lib=lib)
         if d[0].startswith("(Tensor[]"):
             # an empty list (a generator's inputs: DIAGONAL_MATRIX) gives the dispatcher no tensor to
             # dispatch on: the Python kernel serves that call
             lib.impl(name, d[1][3], "CompositeExplicitAutograd")
+    node.register_ops(CPP_NAMESPACE, [(name, d[1], d[2], d[3], d[7]) for name, d in CPP_DEFS.items()],
+                      lambda name, saved, grads: CPP_DEFS[name][6](saved, grads))     # (every backward)
+    inductor.attach(CPP_NAMESPACE, ops, CPP_DEFS)
     return ops
 
 
