@@ -412,20 +412,6 @@ struct OpSpec {
 };
 PyObject* op_backward = nullptr;  // backward(name, saved, grads) -> a gradient (or None) per input tensor
 
-// A reference released with the GIL taken, whatever path leaves the scope.
-struct Held {
-  PyObject* p = nullptr;
-  Held() = default;
-  Held(const Held&) = delete;
-  Held& operator=(const Held&) = delete;
-  ~Held() {
-    if (p != nullptr && Py_IsInitialized()) {
-      py::gil_scoped_acquire gil;
-      Py_DECREF(p);
-    }
-  }
-};
-
 // A new list of the ints items[start, start + count).
 PyObject* int_list(c10::ArrayRef<c10::IValue> items, size_t start, size_t count) {
   PyObject* out = checked(PyList_New(static_cast<Py_ssize_t>(count)));
@@ -666,24 +652,10 @@ void record_op(OpSpec& spec, const c10::OperatorHandle& op, c10::DispatchKeySet 
     record = record || (t.defined() && t.requires_grad());
   }
   record = record && torch::autograd::GradMode::is_enabled();
-  Held saved;  // the arguments, each tensor replaced by its (symbolic) sizes
+  std::vector<c10::IValue> args;  // (the kernel takes them off the stack: kept for the node's `saved`)
   if (record) {
-    py::gil_scoped_acquire gil;
-    auto args = torch::jit::last(*stack, n);
-    py::tuple t(n);
-    for (size_t i = 0; i < n; ++i) {
-      const auto& a = args[i];
-      if (a.isTensor()) {
-        t[i] = py::cast(a.toTensor().sym_sizes());
-      } else if (a.isTensorList()) {
-        py::list sizes;
-        for (const at::Tensor& x : a.toTensorList()) sizes.append(py::cast(x.sym_sizes()));
-        t[i] = sizes;
-      } else {
-        t[i] = py::reinterpret_steal<py::object>(to_py(a));
-      }
-    }
-    saved.p = t.release().ptr();
+    const auto last = torch::jit::last(*stack, n);
+    args.assign(last.begin(), last.end());
   }
   {
     at::AutoDispatchBelowADInplaceOrView below;
@@ -695,9 +667,21 @@ void record_op(OpSpec& spec, const c10::OperatorHandle& op, c10::DispatchKeySet 
   NodePtr node;
   {
     py::gil_scoped_acquire gil;
-    py::tuple payload = py::make_tuple(py::reinterpret_borrow<py::object>(spec.name),
-                                       py::reinterpret_borrow<py::object>(saved.p), inputs.size());
-    node = OpTypes::kEntries[spec.slot].make(std::move(payload));
+    py::tuple saved(n);  // the arguments, each tensor replaced by its (symbolic) sizes
+    for (size_t i = 0; i < n; ++i) {
+      const c10::IValue& a = args[i];
+      if (a.isTensor()) {
+        saved[i] = py::cast(a.toTensor().sym_sizes());
+      } else if (a.isTensorList()) {
+        py::list sizes;
+        for (const at::Tensor& x : a.toTensorList()) sizes.append(py::cast(x.sym_sizes()));
+        saved[i] = sizes;
+      } else {
+        saved[i] = py::reinterpret_steal<py::object>(to_py(a));
+      }
+    }
+    node = OpTypes::kEntries[spec.slot].make(
+        py::make_tuple(py::reinterpret_borrow<py::object>(spec.name), std::move(saved), inputs.size()));
   }
   node->set_next_edges(torch::autograd::collect_next_edges(at::ArrayRef<at::Tensor>(inputs)));
   for (const auto& y : outputs) {  // an integer output (a CAST) gets no history: its gradient is None
