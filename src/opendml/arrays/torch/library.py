@@ -29,10 +29,8 @@ import threading
 import numpy as np
 import torch
 import torch.autograd.forward_ad as _fwad
-try:        # functorch's own switch for its per-level Functions (PyTorch 2.0 on); without it, the transforms refuse
-    from torch._functorch.utils import enable_single_level_autograd_function
-except ImportError:                                     # pragma: no cover - every PyTorch opendml supports has it
-    enable_single_level_autograd_function = None
+# functorch's own switch for its per-level Functions (PyTorch 2.0 on; torch.library.register_vmap, used below, 2.4)
+from torch._functorch.utils import enable_single_level_autograd_function
 
 from ...jsonform import from_json, to_json
 from ...model.errors import ValidationError
@@ -340,7 +338,7 @@ def define(name: str, schema: str, impl, fake, setup, backward, tangent=None, ru
         counts = _counts(args)
         tensors = _tensors(args, counts)
         if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
-            node = _LevelNode if transformed and enable_single_level_autograd_function is not None else _Node
+            node = _LevelNode if transformed else _Node
             outs = node.apply(defined, keyset, args, counts, *tensors)
             return list(outs) if defined.many else outs[0]
         with torch._C._AutoDispatchBelowAutograd():
