@@ -3,24 +3,21 @@ operators (``opendml::unfold``, ...). A call (``run``) takes one of three routes
 operator module declares:
 
 * **Kernel route**, when autograd has nothing to record and nothing traces: the move program
-  (``library.kernel_move``), a CPU tensor read through ``x.numpy()`` (a view: ``engine.run_numpy``), a CUDA
-  tensor by pointer, its outputs from PyTorch's caching allocator and the kernels launched on the
-  device's current stream (``arrays/cuda.py``; a meta tensor gets meta outputs). The run is recorded in
-  the call cache (``runtime/calls.py``), which serves the next such call from C.
+  (``library.kernel_move``) on a CPU tensor's NumPy view or a CUDA tensor by pointer (outputs from
+  PyTorch's caching allocator, kernels on the device's current stream; a meta tensor gets meta outputs),
+  recorded in the call cache (``runtime/calls.py``), which serves the next such call from C.
 * **Autograd route**, when a derivative is needed in eager mode (a tensor requiring grad, an open
-  forward-AD level, a ``torch.func`` wrapper), the same for every operator (``_autograd``): the C++
-  autograd node (``node``) for a call of one tensor and one output where it is built and allowed (its
-  repeats served by the call cache's eager entries), else the one ``torch.autograd.Function``
-  (``_MoveLinear``, named ``opendml_<op>``) whose backward is the operator's declared adjoint, whose
-  forward-mode derivative is its linear part and whose ``vmap`` rule batches it; its old-style twin
-  ``_MoveEager`` (the same rules, a cheaper ``apply``) where no ``torch.func`` transform wraps the inputs.
+  forward-AD level, a ``torch.func`` wrapper; ``_autograd``): the C++ autograd node (``node``) for a call
+  of one tensor and one output where it is built and allowed, else the one ``torch.autograd.Function``
+  (``_MoveLinear``, named ``opendml_<op>``: backward the operator's declared adjoint, forward mode its
+  linear part, a ``vmap`` rule), or its old-style twin ``_MoveEager`` (a cheaper ``apply``) where no
+  ``torch.func`` transform wraps the inputs.
 * **Operator route**, when a tracer is at work (``torch.compile``, fake or functional tensors, a
   dispatch mode): the custom operators below, or their C++ copies (namespace ``opendml_cpp``) once the
-  node library is loaded, whose implementations take the kernel route (every other operator's is the
-  one custom operator ``opendml::move``, ``library``, or, where the sizes are symbolic,
-  ``opendml::family``, ``dynamic``). A dual tensor reaching ``through_op`` or a C++ operator is an
-  error; the custom operators (``opendml::unfold``, ``opendml::move``, ``opendml::family``, ...) apply
-  their forward-mode rule (``library.define``).
+  node library is loaded, whose implementations take the kernel route; every other operator's is
+  ``opendml::move`` (``library``), or ``opendml::family`` where the sizes are symbolic (``dynamic``). A
+  dual tensor reaching ``through_op`` or a C++ operator is an error; the custom operators apply their
+  forward-mode rule (``library.define``).
 
 Calls are validated with the array API's messages before they enter an operator; the operators'
 implementations call the array API in kernel mode (``_MODE``), so every rule lives in one place. The
@@ -374,19 +371,20 @@ def _fake_of(name: str):
 def _keep_inputs(ctx, inputs, output):
     ctx.sizes = inputs[0].shape
     ctx.args = inputs[1:]
-    ctx.ops = _CUSTOM
 
 
-def _backward_of(name: str):
-    """The backward formula, over an operator table (``ctx.ops``: the custom operators or the C++ ones)."""
+def _gradient_of(name: str):
+    """The gradient formula ``gradient(sizes, args, ops, grad)``: x's gradient from x's ``sizes``, the
+    call's other ``args`` and its output's ``grad``, over an operator table (``ops``: the custom operators
+    or the C++ ones)."""
     cls = _operator(name)
 
-    def backward(ctx, grad):
-        adjoint, args, reshape = cls.adjoint_call(tuple(ctx.sizes), tuple(ctx.args))
-        op, lists, grad_shape = _operator(adjoint).framework_call(tuple(grad.shape), args, _ints)
-        out = call_op(ctx.ops, op, grad if grad_shape is None else grad.reshape(grad_shape), *lists)
-        return (out if reshape is None else out.reshape(reshape),) + (None,) * len(ctx.args)
-    return backward
+    def gradient(sizes, args, ops, grad):
+        adjoint, adjoint_args, reshape = cls.adjoint_call(tuple(sizes), tuple(args))
+        op, lists, grad_shape = _operator(adjoint).framework_call(tuple(grad.shape), adjoint_args, _ints)
+        out = call_op(ops, op, grad if grad_shape is None else grad.reshape(grad_shape), *lists)
+        return out if reshape is None else out.reshape(reshape)
+    return gradient
 
 
 def _rule_of(name: str):
@@ -428,7 +426,7 @@ def call_op(ops: dict, name: str, x, *lists):
     return op(x, *args)
 
 
-def _packed(name: str, fake, rule_of, backward):
+def _packed(name: str, fake, rule_of, gradient):
     """The C++ operator's fake, vmap rule and backward(saved, grads) (``saved``: x's sizes, the packed
     list) from the custom operator's."""
     def packed_fake(x, args):
@@ -441,13 +439,8 @@ def _packed(name: str, fake, rule_of, backward):
         inner = rule_of(lambda x, *lists: op(x, [v for part in lists for v in part]))
         return lambda info, in_dims, x, args: inner(info, in_dims, x, *_unpack(name, args))
 
-    class _Saved:
-        __slots__ = ("sizes", "args", "ops")
-
     def packed_backward(saved, grads):
-        ctx = _Saved()
-        ctx.sizes, ctx.args, ctx.ops = saved[0], _unpack(name, saved[1]), CPP["ops"]
-        return backward(ctx, grads[0])[:1]
+        return (gradient(saved[0], _unpack(name, saved[1]), CPP["ops"], grads[0]),)
     packed_fake.__name__ = f"{name}_packed_fake"
     return packed_fake, packed_rule_of, packed_backward
 
@@ -457,14 +450,15 @@ def _packed(name: str, fake, rule_of, backward):
 #: lists packed into one.
 CUSTOM_OPS: dict = _CUSTOM
 for _name, _schema in _SCHEMAS.items():
-    _kernel, _fake, _backward, _rule = _kernel_of(_name), _fake_of(_name), _backward_of(_name), _rule_of(_name)
-    _CUSTOM[_name] = define(_name, _schema, _kernel, _fake, _keep_inputs, _backward, rule=_rule)
+    _kernel, _fake, _gradient, _rule = _kernel_of(_name), _fake_of(_name), _gradient_of(_name), _rule_of(_name)
+    _CUSTOM[_name] = define(_name, _schema, _kernel, _fake, _keep_inputs, lambda ctx, grad, _g=_gradient: (
+        _g(ctx.sizes, ctx.args, _CUSTOM, grad), *(None,) * len(ctx.args)), rule=_rule)
     # the call cache keys the array API's arguments: those the framework form leaves out, None
     _extra = (None,) * (len(inspect.signature(getattr(api, _name)).parameters) - 1 - _SPLITS[_name])
     _packed_schema = "(Tensor {0}, {1} args) -> Tensor".format(_schema[len("(Tensor "):].split(",")[0],
                                                                "SymInt[]" if "SymInt[]" in _schema else "int[]")
     define_cpp(_name, _packed_schema, (calls.call, calls.OPS[_name], _extra, _kernel), False,
-               *_packed(_name, _fake, _rule, _backward), _SPLITS[_name])
+               *_packed(_name, _fake, _rule, _gradient), _SPLITS[_name])
 
 
 # -- the data-movement family: one route for every operator ----------------------------------------

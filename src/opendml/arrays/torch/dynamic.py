@@ -8,27 +8,20 @@ operator that keeps them symbolic::
 
 ``call`` is the array function's call without its arrays, as JSON text: ``[name, [argument, ...], seq,
 linear]`` (``seq``: the arrays are one sequence, JOIN's; ``linear``: run the description's linear part,
-a gradient of a gradient or a tangent). An index function's (``gather`` ... ``diagonal_matrix``) inputs are its arrays in
-its order, its arguments those its body offers (``check_indices`` first). Its implementation is the array
-function itself on the tensors (an index function checks its indices' values there); its fake builds the
-description from the sizes' hints (their values in the call being traced, read without a guard; an index
-function's ``arguments`` on stand-ins of those sizes) and gives the outputs the operator's shape formula on
-the symbolic sizes (``output_sizes_for``: an index function's on its description's inputs, which are its
-arrays with 1s put in); the implementation validates every real call, so a shape the hints passed but a
-later call's do not is the array function's error then. ``family_adjoint`` is the description's adjoint
-(the operator's own, through the array API), whose gradient is ``family``'s linear part (an index function's:
-itself, its indices held): gradients of gradients trace too. The backward keeps the inputs whose values the
-adjoint reads (an index function's index tensor, ``ADJOINT_INPUTS``) and the others' sizes alone;
-``family_adjoint`` returns a gradient per other input. Both check what they are given as the functions do
+a gradient of a gradient or a tangent). An index function's inputs are its arrays in its order, its
+arguments those its body offers (``check_indices`` first). The implementation is the array function
+itself, which validates every real call (a shape the hints passed but a later call's do not is its error
+then); the fake builds the description from the sizes' hints and gives the outputs the operator's shape
+formula on the symbolic sizes. ``family_adjoint`` is the description's adjoint, whose gradient is
+``family``'s linear part: gradients of gradients trace too. The backward keeps the inputs whose values the
+adjoint reads (``ADJOINT_INPUTS``) and the others' sizes alone. Both operators check what they are given
 (fake and implementation alike): a text of the wrong form or arity, tensors on two devices, gradients other
 than the call's outputs are opendml errors.
 
 Taken only where it can be: every input size is a backed symbol or an int, the operator states a shape
 formula and every argument has a text form (ints, floats, strings, None, bools, lists and tuples of them,
 PyTorch and NumPy dtypes); any other traced call takes ``opendml::move`` with its sizes fixed (``library``).
-The adapter calls ``traced`` (``traced_index`` for an index function, from the front before its arguments
-read the sizes as ints); the front's ``family_call`` and ``index_run`` (in ``_dispatch.front``) rebuild a
-call from its text.
+The front's ``family_call`` and ``index_run`` (``_dispatch.front``) rebuild a call from its text.
 """
 from __future__ import annotations
 
@@ -84,15 +77,20 @@ def _decode(v, text: str):
                           f"(a tuple, a torch or numpy dtype)")
 
 
-def text_of(call, linear: bool = False) -> str | None:
-    """``call``'s text for ``opendml::family``, or None where an argument has no text form."""
+def _text(name: str, args, seq: bool, linear: bool) -> str | None:
+    """A call's text for ``opendml::family``, or None where an argument has no text form."""
+    try:
+        return json.dumps([name, [_encode(a) for a in args], seq, linear], separators=(",", ":"))
+    except _NoText:
+        return None
+
+
+def text_of(call) -> str | None:
+    """``call``'s text for ``opendml::family``, or None where it has none."""
     if call.ccall is None:
         return None
     name, args, seq = call.ccall
-    try:
-        return json.dumps([name, [_encode(a) for a in args], bool(seq), linear], separators=(",", ":"))
-    except _NoText:
-        return None
+    return _text(name, args, bool(seq), False)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -211,9 +209,8 @@ def traced_index(name: str, given: tuple, args: tuple) -> list | None:
     if (all(type(n) is int for n in sizes) and not (name in CHECKED and args[0])) or \
             any(type(n) is not int and _hint(n) in (None, 1) for n in sizes):
         return None
-    try:
-        text = json.dumps([name, [_encode(a) for a in args], False, False], separators=(",", ":"))
-    except _NoText:
+    text = _text(name, args, False, False)
+    if text is None:
         return None
     desc, _, index = _desc_of(text, given)
     if _output_sizes(desc, index, given) is None:
@@ -266,13 +263,9 @@ def _stand_ins(ctx, ref) -> list:
 
 
 def _family_backward(ctx, grads):
-    ref = next(g for g in grads if g is not None)
-    inputs = _stand_ins(ctx, ref)
-    desc, _, index = _desc_of(ctx.call, inputs)
-    sizes = _output_sizes(desc, index, inputs)
-    grads = [g if g is not None else ref.new_zeros(s, dtype=torch_dtype(t))
-             for g, s, t in zip(grads, sizes, desc.outputs)]
-    outs = iter(adjoint_op(grads, inputs, ctx.call))
+    # (either operator's backward gets no None gradient: its Function materializes a missing one as zeros)
+    inputs = _stand_ins(ctx, grads[0])
+    outs = iter(adjoint_op(list(grads), inputs, ctx.call))
     return [None if i in ctx.kept else next(outs) for i in range(len(inputs))], None
 
 
@@ -332,10 +325,8 @@ def _adjoint_fake(grads, inputs, call):
 
 
 def _adjoint_backward(ctx, grads):
-    ref = next(g for g in grads if g is not None)
     kept, grads = dict(zip(ctx.kept, ctx.saved_tensors)), iter(grads)
     ws = [kept[i] if i in kept else next(grads) for i in range(len(ctx.like))]
-    ws = [w if w is not None else ref.new_zeros(shape, dtype=dtype) for w, (shape, dtype) in zip(ws, ctx.like)]
     return list(family_op(ws, _linear(ctx.call))), [None] * len(ctx.like), None
 
 

@@ -1,32 +1,26 @@
 """Inductor's calls of opendml's operators, without the dispatcher's Python entry.
 
-Inductor's Python wrapper calls an operator it cannot lower through PyTorch's
-dispatcher (``torch.ops.opendml_cpp.unfold.default(x, [...])``), an entry
-that costs more host time than a repeated call's work in the call cache's C
-function (``runtime.calls.call``); a compiled layer around a small tensor is
-host-bound. So each packed C++ window operator gets a *direct kernel*
-(``torch.ops.<namespace>._direct_<name>``, set where the operators are
-registered) and a lowering that is Inductor's own fallback with one change:
-the wrapper calls the direct kernel. It offers the call to the call cache as
-the operator's kernel does (``node.cpp``'s ``run_op``) and passes every call
-the cache does not serve (a first call, a tensor that requires grad, a
-dispatch mode, a list of the wrong length) to the operator itself; the cache
-serves only calls it recorded from these kernels, so answers and errors are
-the operator's. The move operators get one too (``direct_move``): their
-kernel (``library._move``) records a description's calls under a code of its
-text (``MOVE_CODES``), which the direct kernel offers ``calls.move``.
+Inductor's Python wrapper calls an operator it cannot lower through PyTorch's dispatcher
+(``torch.ops.opendml_cpp.unfold.default(x, [...])``), an entry that costs more host time than a
+repeated call's work in the call cache's C function (``runtime.calls.call``): a compiled layer around a
+small tensor is host-bound. So each packed C++ window operator gets a *direct kernel*
+(``torch.ops.<namespace>._direct_<name>``) and a lowering that is Inductor's own fallback with one
+change: the wrapper calls the direct kernel. It offers the call to the call cache as the operator's
+kernel does (``node.cpp``'s ``run_op``) and passes every call the cache does not serve (a first call, a
+tensor that requires grad, a dispatch mode, a list of the wrong length) to the operator itself; the
+cache serves only calls it recorded from these kernels, so answers and errors are the operator's. The
+move operators get one too (``direct_move``), offering ``calls.move`` the code their kernel
+(``library._move``) records a description's calls under (``MOVE_CODES``).
 
-This relies on Inductor internals (``torch._inductor.lowering``, the
-``python_kernel_name`` of ``ir.FallbackKernel``). ``prepare()`` installs the
-lowerings once Inductor is loaded (the fake kernels call it while AOTAutograd
-traces); anything unlike what it expects leaves Inductor's dispatcher call,
-and ``status()`` says why. The C++ and FX wrappers keep the operator, and the
-C++ wrapper's lowering of ``move`` raises ``UnsupportedError``.
+This relies on Inductor internals (``torch._inductor.lowering``, the ``python_kernel_name`` of
+``ir.FallbackKernel``). ``prepare()`` installs the lowerings once Inductor is loaded (the fake kernels
+call it while AOTAutograd traces); anything unlike what it expects leaves Inductor's dispatcher call,
+and ``status()`` says why. The C++ and FX wrappers keep the operator, and the C++ wrapper's lowering of
+``move`` raises ``UnsupportedError``.
 
-Inductor's and AOTAutograd's on-disk caches key a graph by its FX code, which
-names opendml's operators but not what their fake kernels, adjoints and
-lowerings do: importing this module appends ``opendml-<digest of opendml's
-Python sources>`` to ``torch.compiler.config.cache_key_tag``, so a graph
+Inductor's and AOTAutograd's on-disk caches key a graph by its FX code, which names opendml's operators
+but not what their fake kernels, adjoints and lowerings do: importing this module appends
+``opendml-<digest of opendml's Python sources>`` to ``torch.compiler.config.cache_key_tag``, so a graph
 compiled with another version of opendml is compiled again, never loaded.
 """
 from __future__ import annotations
@@ -80,27 +74,15 @@ def _tag_compile_caches() -> None:
 _tag_compile_caches()
 
 
-def direct_kernel(name: str, op, spec: tuple, split: int):
-    """The direct kernel of the C++ operator ``op`` named ``name`` (its kernel spec ``(cached, code,
-    extra, fallback)`` and the number of lists its one list argument packs)."""
-    cached, code, extra = spec[0], spec[1], tuple(spec[2])
-    if _packed is not None and cached is _call:
-        # in C (calls.c, call_cache_packed): the same steps as below, without a Python frame
-        return functools.partial(_packed, code, split, op, extra)
-    grad_enabled = torch.is_grad_enabled
-
-    def kernel(x, args):
-        n = len(args)
-        # (the operator's Autograd kernel records a node for a tensor that requires grad with grad
-        # mode on: the operator takes that call; with grad mode off it runs the call as below)
-        if n % split == 0 and not (x.requires_grad and grad_enabled()):
-            m = n // split
-            out = cached(code, x, *[args[i:i + m] for i in range(0, n, m)], *extra) if m else None
-            if out is not None:
-                return out
-        return op(x, args)
-    kernel.__name__ = kernel.__qualname__ = PREFIX + name
-    return kernel
+def direct_kernel(op, spec: tuple, split: int):
+    """The direct kernel of the C++ operator ``op`` (its kernel spec ``(cached, code, extra, fallback)`` and
+    the number of lists its one list argument packs): the call cache's C function ``packed`` (calls.c,
+    call_cache_packed) with them bound, which passes every call the cache does not serve (a first call, a
+    tensor that requires grad with grad mode on, a dispatch mode, a list of the wrong length) to ``op``; ``op``
+    itself without the compiled call cache, which would serve none."""
+    if _packed is None or spec[0] is not _call:
+        return op
+    return functools.partial(_packed, spec[1], split, op, tuple(spec[2]))
 
 
 def direct_move(op):
@@ -127,7 +109,7 @@ def attach(namespace: str, ops: dict, defs: dict) -> None:
     for name, op in ops.items():
         split = defs[name][7]
         if split > 0 or name == "move":
-            setattr(ns, PREFIX + name, direct_kernel(name, op, defs[name][1], split) if split else direct_move(op))
+            setattr(ns, PREFIX + name, direct_kernel(op, defs[name][1], split) if split else direct_move(op))
 
 
 def status() -> str:

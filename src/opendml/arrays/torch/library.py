@@ -6,17 +6,15 @@ custom operator for tracers (``torch.compile``, ``make_fx``, fake tensors, dispa
     opendml::move(Tensor[] inputs, str desc) -> Tensor[]
 
 ``desc`` is the operator's JSON form (``jsonform.to_json``): any registered operator, no branch per
-operator here (the first five's traced calls take their own custom operators, ``adapter``; a family
-call whose sizes are symbolic, an index function's too, and an index function's call that checks its
-indices, takes ``opendml::family``, ``dynamic``, where it can). The inputs must match its input tensors in number, dtype and sizes (``ValidationError``); outputs are new packed
-tensors on the inputs' device (the CPU for an operator without inputs). Output ``Strides`` that map
-two elements to one place are a ``ValidationError``; others run as packed outputs (``packed_outputs``).
-Its fake specialises symbolic sizes (a size marked strictly dynamic makes Dynamo report its
-constraint); its backward is the operator's declared adjoint through the array API, so gradients of
-gradients trace too (``UnsupportedError`` where the description has no linear part), and its forward-mode
-rule the description's linear part on the tangents (``define``: the autograd kernel of opendml's Python
-operators); its vmap rule runs the call once per batch element; Inductor's wrapper calls it through a
-direct kernel (``inductor``).
+operator here (the first five's traced calls take their own custom operators, ``adapter``; where the
+sizes are symbolic, or an index function checks its indices, ``opendml::family``, ``dynamic``). The
+inputs must match its input tensors in number, dtype and sizes (``ValidationError``); outputs are new
+packed tensors on the inputs' device (the CPU for an operator without inputs; ``packed_outputs``). Its
+fake specialises symbolic sizes (a size marked strictly dynamic makes Dynamo report its constraint);
+its backward is the operator's declared adjoint through the array API, so gradients of gradients trace
+too (``UnsupportedError`` where the description has no linear part), and its forward-mode rule the
+description's linear part on the tangents (``define``); its vmap rule runs the call once per batch
+element; Inductor's wrapper calls it through a direct kernel (``inductor``).
 """
 from __future__ import annotations
 
@@ -31,10 +29,8 @@ import threading
 import numpy as np
 import torch
 import torch.autograd.forward_ad as _fwad
-try:        # functorch's own switch for its per-level Functions (PyTorch 2.0 on); without it, the transforms refuse
-    from torch._functorch.utils import enable_single_level_autograd_function
-except ImportError:                                     # pragma: no cover - every PyTorch opendml supports has it
-    enable_single_level_autograd_function = None
+# functorch's own switch for its per-level Functions (PyTorch 2.0 on; torch.library.register_vmap, used below, 2.4)
+from torch._functorch.utils import enable_single_level_autograd_function
 
 from ...jsonform import from_json, to_json
 from ...model.errors import ValidationError
@@ -135,7 +131,7 @@ CUSTOM: dict = {}
 #: namespace the latest traced call took (``opendml.torch.compiled_route``).
 CPP: dict = {"ops": None, "lib": None, "failed": None, "last": None}
 #: Definitions the C++ library registers: name -> (schema, kernel spec (cached, code, extra arguments,
-#: fallback), returns a list, grad_fn name, fake, vmap rule(op) or None, backward(saved, grads) (``saved``:
+#: fallback), returns a list, grad_fn name, fake, vmap rule(op), backward(saved, grads) (``saved``:
 #: the arguments, each tensor as its sizes), split: ``define_cpp``'s).
 CPP_DEFS: dict = {}
 _cpp_lock = threading.Lock()
@@ -152,22 +148,19 @@ def define_cpp(name: str, schema: str, spec: tuple, list_out: bool, fake, vmap, 
 def _register(node) -> dict:
     """Register ``CPP_DEFS`` with the node library (under _cpp_lock)."""
     lib = CPP["lib"] = torch.library.Library(CPP_NAMESPACE, "FRAGMENT")
+    ns, ops = getattr(torch.ops, CPP_NAMESPACE), {}
     for name, d in CPP_DEFS.items():
         lib.define(name + d[0], tags=(torch.Tag.pt2_compliant_tag,))
-    node.register_ops(CPP_NAMESPACE, [(name, d[1], d[2], d[3], d[7]) for name, d in CPP_DEFS.items()],
-                      lambda name, saved, grads: CPP_DEFS[name][6](saved, grads))     # (every backward)
-    ns = getattr(torch.ops, CPP_NAMESPACE)
-    ops = {name: getattr(ns, name).default for name in CPP_DEFS}
-    inductor.attach(CPP_NAMESPACE, ops, CPP_DEFS)
-    for name, d in CPP_DEFS.items():
-        qualname = f"{CPP_NAMESPACE}::{name}"
-        torch.library.register_fake(qualname, d[4], lib=lib)
-        if d[5] is not None:
-            torch.library.register_vmap(qualname, uncompiled(d[5](ops[name])), lib=lib)
+        ops[name] = getattr(ns, name).default
+        torch.library.register_fake(f"{CPP_NAMESPACE}::{name}", d[4], lib=lib)
+        torch.library.register_vmap(f"{CPP_NAMESPACE}::{name}", uncompiled(d[5](ops[name])), lib=lib)
         if d[0].startswith("(Tensor[]"):
             # an empty list (a generator's inputs: DIAGONAL_MATRIX) gives the dispatcher no tensor to
             # dispatch on: the Python kernel serves that call
             lib.impl(name, d[1][3], "CompositeExplicitAutograd")
+    node.register_ops(CPP_NAMESPACE, [(name, d[1], d[2], d[3], d[7]) for name, d in CPP_DEFS.items()],
+                      lambda name, saved, grads: CPP_DEFS[name][6](saved, grads))     # (every backward)
+    inductor.attach(CPP_NAMESPACE, ops, CPP_DEFS)
     return ops
 
 
@@ -345,7 +338,7 @@ def define(name: str, schema: str, impl, fake, setup, backward, tangent=None, ru
         counts = _counts(args)
         tensors = _tensors(args, counts)
         if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
-            node = _LevelNode if transformed and enable_single_level_autograd_function is not None else _Node
+            node = _LevelNode if transformed else _Node
             outs = node.apply(defined, keyset, args, counts, *tensors)
             return list(outs) if defined.many else outs[0]
         with torch._C._AutoDispatchBelowAutograd():

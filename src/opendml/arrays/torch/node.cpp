@@ -48,6 +48,12 @@ struct is_shared : std::false_type {};
 template <class T>
 struct is_shared<std::shared_ptr<T>> : std::true_type {};
 
+// `out` (a new reference), or the Python error a null `out` signals thrown (with the GIL held).
+PyObject* checked(PyObject* out) {
+  if (out == nullptr) throw py::error_already_set();
+  return out;
+}
+
 // A call spec, (cached, code, args, fallback): cached(code, x, *args) is the
 // call cache's C function (None where the call is not cached; it answers
 // None where it has no entry), fallback(x) the same call through Python.
@@ -63,14 +69,11 @@ PyObject* call_spec(PyObject* spec, PyObject* x) {
     argv[0] = PyTuple_GET_ITEM(spec, 1);
     argv[1] = x;
     for (Py_ssize_t i = 0; i < n; ++i) argv[i + 2] = PyTuple_GET_ITEM(args, i);
-    PyObject* out = PyObject_Vectorcall(cached, argv.data(), static_cast<size_t>(n) + 2, nullptr);
-    if (out == nullptr) throw py::error_already_set();
+    PyObject* out = checked(PyObject_Vectorcall(cached, argv.data(), static_cast<size_t>(n) + 2, nullptr));
     if (out != Py_None) return out;
     Py_DECREF(out);
   }
-  PyObject* out = PyObject_CallOneArg(PyTuple_GET_ITEM(spec, 3), x);
-  if (out == nullptr) throw py::error_already_set();
-  return out;
+  return checked(PyObject_CallOneArg(PyTuple_GET_ITEM(spec, 3), x));
 }
 
 // The tensor of a spec's result (a reference `out` keeps alive).
@@ -150,8 +153,7 @@ struct Backward : TupleNode {  // held_: the adjoint's spec
     if (!grads[0].defined()) return {at::Tensor()};
     py::gil_scoped_acquire gil;
     try {
-      py::object g = py::reinterpret_steal<py::object>(THPVariable_Wrap(grads[0]));
-      if (!g) throw py::error_already_set();
+      py::object g = py::reinterpret_steal<py::object>(checked(THPVariable_Wrap(grads[0])));
       // g holds the gradient from here: a Python object made for it (an upstream node's
       // gradient has none) is released with its tensor below, while the GIL is held, not
       // handed to the tensor for the engine to release later by taking the GIL again.
@@ -374,9 +376,7 @@ py::object eager_check(py::dict state, py::dict config_globals, py::dict sys_dic
 #undef ODML_INTERN
   }
   py::tuple self = py::make_tuple(state, config_globals, sys_dict, fallback);
-  PyObject* fn = PyCFunction_New(&eager_ok_def, self.ptr());
-  if (fn == nullptr) throw py::error_already_set();
-  return py::reinterpret_steal<py::object>(fn);
+  return py::reinterpret_steal<py::object>(checked(PyCFunction_New(&eager_ok_def, self.ptr())));
 }
 
 // -- dispatcher operators ---------------------------------------------------------------------------
@@ -412,24 +412,9 @@ struct OpSpec {
 };
 PyObject* op_backward = nullptr;  // backward(name, saved, grads) -> a gradient (or None) per input tensor
 
-// A reference released with the GIL taken, whatever path leaves the scope.
-struct Held {
-  PyObject* p = nullptr;
-  Held() = default;
-  Held(const Held&) = delete;
-  Held& operator=(const Held&) = delete;
-  ~Held() {
-    if (p != nullptr && Py_IsInitialized()) {
-      py::gil_scoped_acquire gil;
-      Py_DECREF(p);
-    }
-  }
-};
-
 // A new list of the ints items[start, start + count).
 PyObject* int_list(c10::ArrayRef<c10::IValue> items, size_t start, size_t count) {
-  PyObject* out = PyList_New(static_cast<Py_ssize_t>(count));
-  if (out == nullptr) throw py::error_already_set();
+  PyObject* out = checked(PyList_New(static_cast<Py_ssize_t>(count)));
   for (size_t i = 0; i < count; ++i) {
     PyObject* n = PyLong_FromLongLong(items[start + i].toInt());
     if (n == nullptr) {
@@ -445,11 +430,7 @@ PyObject* int_list(c10::ArrayRef<c10::IValue> items, size_t start, size_t count)
 // ints (what the call cache keys), else what TorchScript makes of it
 // (SymInts, strings, tensor lists).
 PyObject* to_py(const c10::IValue& v) {
-  if (v.isTensor()) {
-    PyObject* out = THPVariable_Wrap(v.toTensor());
-    if (out == nullptr) throw py::error_already_set();
-    return out;
-  }
+  if (v.isTensor()) return checked(THPVariable_Wrap(v.toTensor()));
   if (v.isIntList()) {
     const auto ints = v.toListRef();
     return int_list(ints, 0, ints.size());
@@ -542,9 +523,7 @@ struct Operands {
           const Py_ssize_t m = size / static_cast<Py_ssize_t>(split);
           for (size_t j = 0; j < split; ++j, ++n) {
             const Py_ssize_t lo = static_cast<Py_ssize_t>(j) * m;
-            PyObject* part = PySequence_GetSlice(all.ptr(), lo, lo + m);
-            if (part == nullptr) throw py::error_already_set();
-            argv[n + 1] = part;
+            argv[n + 1] = checked(PySequence_GetSlice(all.ptr(), lo, lo + m));
           }
         }
       } else {  // (an unpacked operator: its int lists made anew, never reused)
@@ -597,15 +576,13 @@ void run_op(OpSpec& spec, const c10::OperatorHandle& op, torch::jit::Stack* stac
     check_packed(spec, op, args);
     if (spec.cached != Py_None) {
       Operands call(spec, args, true);
-      PyObject* out = PyObject_Vectorcall(spec.cached, call.argv, call.total, nullptr);
-      if (out == nullptr) throw py::error_already_set();
-      result = py::reinterpret_steal<py::object>(out);
+      result = py::reinterpret_steal<py::object>(checked(PyObject_Vectorcall(spec.cached, call.argv, call.total,
+                                                                             nullptr)));
     }
     if (!result || result.is_none()) {
       Operands call(spec, args, false);
-      PyObject* out = PyObject_Vectorcall(spec.fallback, call.argv + 1, call.nargs, nullptr);
-      if (out == nullptr) throw py::error_already_set();
-      result = py::reinterpret_steal<py::object>(out);
+      result = py::reinterpret_steal<py::object>(checked(PyObject_Vectorcall(spec.fallback, call.argv + 1,
+                                                                             call.nargs, nullptr)));
     }
   }
   torch::jit::drop(*stack, n);
@@ -675,24 +652,10 @@ void record_op(OpSpec& spec, const c10::OperatorHandle& op, c10::DispatchKeySet 
     record = record || (t.defined() && t.requires_grad());
   }
   record = record && torch::autograd::GradMode::is_enabled();
-  Held saved;  // the arguments, each tensor replaced by its (symbolic) sizes
+  std::vector<c10::IValue> args;  // (the kernel takes them off the stack: kept for the node's `saved`)
   if (record) {
-    py::gil_scoped_acquire gil;
-    auto args = torch::jit::last(*stack, n);
-    py::tuple t(n);
-    for (size_t i = 0; i < n; ++i) {
-      const auto& a = args[i];
-      if (a.isTensor()) {
-        t[i] = py::cast(a.toTensor().sym_sizes());
-      } else if (a.isTensorList()) {
-        py::list sizes;
-        for (const at::Tensor& x : a.toTensorList()) sizes.append(py::cast(x.sym_sizes()));
-        t[i] = sizes;
-      } else {
-        t[i] = py::reinterpret_steal<py::object>(to_py(a));
-      }
-    }
-    saved.p = t.release().ptr();
+    const auto last = torch::jit::last(*stack, n);
+    args.assign(last.begin(), last.end());
   }
   {
     at::AutoDispatchBelowADInplaceOrView below;
@@ -704,9 +667,21 @@ void record_op(OpSpec& spec, const c10::OperatorHandle& op, c10::DispatchKeySet 
   NodePtr node;
   {
     py::gil_scoped_acquire gil;
-    py::tuple payload = py::make_tuple(py::reinterpret_borrow<py::object>(spec.name),
-                                       py::reinterpret_borrow<py::object>(saved.p), inputs.size());
-    node = OpTypes::kEntries[spec.slot].make(std::move(payload));
+    py::tuple saved(n);  // the arguments, each tensor replaced by its (symbolic) sizes
+    for (size_t i = 0; i < n; ++i) {
+      const c10::IValue& a = args[i];
+      if (a.isTensor()) {
+        saved[i] = py::cast(a.toTensor().sym_sizes());
+      } else if (a.isTensorList()) {
+        py::list sizes;
+        for (const at::Tensor& x : a.toTensorList()) sizes.append(py::cast(x.sym_sizes()));
+        saved[i] = sizes;
+      } else {
+        saved[i] = py::reinterpret_steal<py::object>(to_py(a));
+      }
+    }
+    node = OpTypes::kEntries[spec.slot].make(
+        py::make_tuple(py::reinterpret_borrow<py::object>(spec.name), std::move(saved), inputs.size()));
   }
   node->set_next_edges(torch::autograd::collect_next_edges(at::ArrayRef<at::Tensor>(inputs)));
   for (const auto& y : outputs) {  // an integer output (a CAST) gets no history: its gradient is None
@@ -906,8 +881,7 @@ void init() {
   if (fwad_globals == nullptr) {
     py::module_ fwad = py::module_::import("torch.autograd.forward_ad");
     fwad_globals = py::object(fwad.attr("__dict__")).release().ptr();
-    s_level = PyUnicode_InternFromString("_current_level");
-    if (s_level == nullptr) throw py::error_already_set();
+    s_level = checked(PyUnicode_InternFromString("_current_level"));
   }
 }
 
