@@ -1,70 +1,53 @@
 """Dask arrays: every operator chunk by chunk.
 
 The array functions (``opendml.slice``, ``unfold``, ``pad``...) on a
-``dask.array.Array`` (NumPy or CuPy chunks) come here (``run``)
-and return a lazy ``dask.array.Array`` whose chunks come from opendml's own
-array functions run inside the tasks. The arguments are validated when the
-graph is built, by the same operator descriptions the in-memory calls use, so a
-bad description raises its ``opendml.DmlError`` before anything is computed.
-Every result equals the in-memory call on the whole array bit for bit.
+``dask.array.Array`` (NumPy or CuPy chunks) come here (``run``) and return
+a lazy ``dask.array.Array`` whose chunks come from opendml's own array
+functions run inside the tasks. The call is validated on the whole arrays
+when the graph is built, by the same descriptions the in-memory calls use,
+so a bad argument raises its ``opendml.DmlError`` before anything is
+computed. Every result equals the in-memory call on the whole array bit for
+bit. How the work is cut is the operator's declared ``chunking()`` (see
+``opendml.ops._spec``):
 
-How the work is cut is the operator's declared chunking kind
-(``chunking()``, see ``opendml.ops._spec``), one graph builder per kind, each
-reading the operator's fields from its validated description: GATHER
-(SLICE, SLICE1), WINDOWS (UNFOLD), WINDOW_SUMS (FOLD), SCATTER (SLICE_GRAD).
-The output's chunks:
-
-* SLICE, SLICE1: one task per input chunk the slice touches, running the slice
-  on that chunk alone; untouched chunks are never read. The result has one
-  chunk per touched input chunk along each axis (in output order, so a
-  negative stride lists them last to first).
+* SLICE, SLICE1: one task per input chunk the slice touches, running the
+  slice on that chunk alone; untouched chunks are never read. The result
+  has one chunk per touched input chunk along each axis, in output order
+  (a negative stride lists them last to first).
 * UNFOLD (N, C, *spatial) -> (N, C x prod(W), BlockCount): output chunks
-  follow the input's chunks along N, and along BlockCount they are slabs of
-  the first spatial axis (BlockCount is row-major over the block grid, so a
-  range of first-axis blocks is a contiguous range of columns). A block belongs
-  to the input chunk holding the first element it reads; each task reads its
-  blocks' input region, which is the slab plus a halo of ``Dilations x
-  (WindowSizes - 1)`` elements from the following chunks (padding is applied
-  inside the task, never materialised), so no block is lost or computed twice.
-  A slab whose output would pass Dask's ``array.chunk-size`` is cut into
-  thinner slabs; if one block row of the first axis is already too big, N is
-  split, then the rows (whole channels, then sub-windows), then the columns
-  inside a block row, so output chunks never grow with the window.
-  Chunks of the channel axis or of the other spatial axes are allowed: a task
-  gathers the part of every chunk it needs (a rechunk done inside the tasks).
-  The cost: every full-width slab reads those chunks' slices, so an input
-  chunked along C or the later spatial axes moves about as much data as
-  ``x.rechunk({1: -1, 3: -1, ...})`` would; chunk along N and the first
-  spatial axis for the cheapest graph.
-* FOLD (N, C x prod(W), BlockCount) -> (N, C, *output_sizes): the output is
-  cut into slabs of the first spatial axis (and along N and C when needed);
-  one task computes a slab from every block that touches it (the neighbouring
-  slabs' overlapping blocks are its halo), so each element's sum runs in the
-  same order as the in-memory FOLD. Slabs follow the input's column chunks
-  where those are whole block rows, and are made thin enough that both the
-  slab and the blocks it reads stay near ``array.chunk-size`` (down to one row
-  of one channel of one item, the smallest FOLD task).
-* SLICE_GRAD: the output (zeros of ``input_sizes``) is cut at the positions
-  where the gradient's chunks meet and at the window's edges, then to Dask's
-  ``auto`` chunk size; chunks outside the window are plain zeros, the others
-  scatter the gradient chunks they receive.
+  follow the input's along N, and along BlockCount they are slabs of the
+  first spatial axis (a range of first-axis blocks is a contiguous range of
+  columns). A block belongs to the input chunk holding the first element it
+  reads; each task reads its blocks' region, the slab plus a halo of
+  ``Dilations x (WindowSizes - 1)`` elements from the following chunks, and
+  pads inside the task, so no block is lost or computed twice. A slab whose
+  output would pass Dask's ``array.chunk-size`` is thinned; if one block
+  row is already too big, N is split, then the rows (whole channels, then
+  sub-windows), then the columns of a block row, so output chunks never
+  grow with the window. Chunks along C or the later spatial axes work (a
+  task gathers the part of every chunk it needs), at about the cost of
+  ``x.rechunk({1: -1, 3: -1, ...})``: chunk along N and the first spatial
+  axis for the cheapest graph.
+* FOLD (N, C x prod(W), BlockCount) -> (N, C, *output_sizes): slabs of the
+  first spatial axis (and along N and C when needed), each computed in one
+  task from every block that touches it, so each element's sum runs in the
+  in-memory order. Slabs follow the input's column chunks where those are
+  whole block rows, thin enough that the slab and the blocks it reads stay
+  near ``array.chunk-size`` (down to one row of one channel of one item).
+* SLICE_GRAD: the output (zeros of ``input_sizes``) is cut where the
+  gradient's chunks meet and at the window's edges, then to Dask's
+  ``auto`` chunk size; chunks outside the window are plain zeros.
+* Every other operator (``identity``, ``cast``, ``pad``, ...): one task per
+  block, after the inputs are rechunked as ``chunking()`` asks (axes in one
+  chunk, or cut at multiples of a size: PADDING's padded axes whole,
+  SPACE_TO_DEPTH's spatial axes at multiples of ``BlockSize``...; several
+  inputs take the first one's chunks there). The output's chunks follow from
+  the operator's shape rule on the blocks; SPLIT's outputs share one task
+  per block.
 
-How to set up workers (``OPENDML_CPU_THREADS``, ``OPENDML_CPU_CACHE_BYTES``):
-the user guide's Dask page.
-
-The other operators (``identity``, ``cast``, ``pad``, ...) are lazy and
-block by block too, generic over what each operator module declares: the
-operator's ``chunking()`` says which input axes a block-wise run needs in
-one chunk or cut at multiples of a size (PADDING's padded axes whole, the
-spatial axes of SPACE_TO_DEPTH at multiples of ``BlockSize``...); the
-inputs are rechunked so (other axes keep their chunks; several inputs take
-the first one's chunks there), and one task per block runs the same call on
-that block in memory. The output's chunks follow from the operator's
-own shape rule applied to the blocks; SPLIT's outputs share one task per
-block. The call is validated on the whole arrays when the graph is built.
-
-Dask is imported by this module only; opendml imports it when a Dask array
-comes in.
+Setting up workers (``OPENDML_CPU_THREADS``, ``OPENDML_CPU_CACHE_BYTES``):
+the user guide's Dask page. Dask is imported by this module only, when a
+Dask array comes in.
 """
 from __future__ import annotations
 

@@ -6,12 +6,8 @@ route (``run_numpy``, behind the Python plan cache of ``planner``;
 ``execute``, which a test may replace with a spy: every family call is then
 given to it, uncached) and the differentiation helpers every adapter shares
 (``adjoint``, ``constant_inputs``, ``differentiable``, ``ADJOINT_API``).
-
 A ``Call`` run on arrays of any framework (``Call(*arrays)``) goes through
-``_dispatch.front.run_list``, the front's route, set by ``front``: so this
-module never loads an adapter. May import ``opendml.model``,
-``opendml.runtime`` and the array API's lower modules (``_dispatch``,
-``planner``, ``numpy_adapter``).
+the front's route, ``_dispatch.front.run_list``.
 """
 from __future__ import annotations
 
