@@ -255,14 +255,10 @@ _index_new = _calls.index_new
 
 
 def offer(op: int, given: tuple, args: tuple):
-    """A call offered to C: a repeat served from the call cache; a never-seen
-    shape of a function with a C lowering (``_C_INDEX``) on NumPy arrays,
-    plain PyTorch CPU or CUDA tensors or CuPy arrays lowered, run and
-    recorded there (the passes ``_record`` records; on CUDA the launches).
-    None (nothing run) sends the call to its Python route, which raises
-    whatever it raises: a replaced ``engine.execute``, the NumPy kernels or a
-    replaced ``prepare``, anything C declines, and a checked index out of
-    range (the route's error names the first one)."""
+    """A call offered to C: a repeat served from the call cache, a never-seen shape of a function with a C
+    lowering (``_C_INDEX``) lowered, run and recorded there. None (nothing run) sends the call to its Python
+    route: a replaced ``engine.execute``, the NumPy kernels or a replaced ``prepare``, anything C declines,
+    and a checked index out of range (the route's error names the first one)."""
     if engine.execute is not _EXECUTE:
         return None
     out = _move(op, given, *args)
