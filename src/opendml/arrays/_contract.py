@@ -223,9 +223,6 @@ def rank_of(x) -> int:
 #: (function, dtype, rank) of inputs that passed ``check_inputs``.
 _PASSED: set = set()
 
-#: Array-API function name -> the name of its array argument (``Binding.array``).
-ARGUMENT: dict = _Bound(lambda cls, b: b.array)
-
 #: Array-API function name -> its ``Binding`` (the array's DirectML tensor, its other arrays).
 BINDING: dict = _Bound(lambda cls, b: b)
 
@@ -243,7 +240,7 @@ def check_input(function: str, x, argument: str | None = None, slot: str | None 
             return
     except TypeError:                     # a dtype that cannot be hashed
         key = None
-    _check_input(function, x, argument or ARGUMENT[function], slot)
+    _check_input(function, x, argument or BINDING[function].array, slot)
     if key is not None and len(_PASSED) < 1024:
         _PASSED.add(key)
 
@@ -251,7 +248,7 @@ def check_input(function: str, x, argument: str | None = None, slot: str | None 
 def check_inputs(function: str, arrays) -> None:
     """``check_input`` for each array; entries of a sequence argument
     (JOIN's ``arrays``) are named ``arrays[i]``."""
-    many = ARGUMENT[function] == "arrays"
+    many = BINDING[function].array == "arrays"
     for i, x in enumerate(arrays):
         check_input(function, x, f"arrays[{i}]" if many else None)
 

@@ -87,7 +87,7 @@ def _one_framework(name: str, arrays, many: bool, check: bool = False):
     """The adapter of ``arrays``' one framework (None: NumPy); with ``check``, after the contract's checks of
     their dtypes and ranks (``_contract.check_inputs``), made before the call's arguments are read."""
     first = arrays[0]
-    fw = _framework(first, name, "arrays[0]" if many else _contract.ARGUMENT.get(name, "x"))
+    fw = _framework(first, name, "arrays[0]" if many else getattr(_contract.BINDING.get(name), "array", "x"))
     for i, x in enumerate(arrays[1:], 1):
         if type(x) is not type(first) and _framework(x, name, f"arrays[{i}]") is not fw:
             raise ValidationError(f"{name}: every array must be of one framework; got "
@@ -303,7 +303,7 @@ def _index_checked(name: str, given: tuple, args: tuple):
         args = (bool(flag), *args[1:])
     if given[0] is not _NO_ARRAY:
         if _contract.framework_of(given[0]) is None:
-            raise _contract.not_an_array(given[0], name, _contract.ARGUMENT[name])
+            raise _contract.not_an_array(given[0], name, _contract.BINDING[name].array)
         _contract.check_input(name, given[0])
         _contract.check_others(name, **dict(zip(_contract.BINDING[name].others, given[1:])))
     # a NumPy subclass (np.matrix, which stays 2-D when reshaped) as the plain ndarray it holds; a masked
