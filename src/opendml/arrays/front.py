@@ -91,8 +91,7 @@ def _one_framework(name: str, arrays, many: bool, check: bool = False):
     for i, x in enumerate(arrays[1:], 1):
         if type(x) is not type(first) and _framework(x, name, f"arrays[{i}]") is not fw:
             raise ValidationError(f"{name}: every array must be of one framework; got "
-                                  f"{type(first).__module__}.{type(first).__qualname__} and "
-                                  f"{type(x).__module__}.{type(x).__qualname__} (arrays[{i}])")
+                                  f"{_contract._type_name(first)} and {_contract._type_name(x)} (arrays[{i}])")
     if check:
         _contract.check_inputs(name, arrays)
     return fw
