@@ -882,6 +882,10 @@ def test_dask_blocks_and_frameworks_give_the_numpy_bytes():
     assert isinstance(t, torch.Tensor) and t.numpy().tobytes() == want.tobytes()
     # NumPy indices with PyTorch data: moved to the data's framework
     assert dml.gather_elements(torch.from_numpy(x), i, 1).numpy().tobytes() == want.tobytes()
+    # ... also for a subclass of torch.Tensor defined outside PyTorch (its framework is PyTorch's)
+    sub = type("Sub", (torch.Tensor,), {"__module__": "user"})
+    got = dml.gather_elements(torch.from_numpy(x).as_subclass(sub), i, 1)
+    assert type(got) is sub and got.as_subclass(torch.Tensor).numpy().tobytes() == want.tobytes()
     with pytest.raises(dml.ValidationError, match=r"^gather_elements: indices\[0, 0, 0\] = 9 is out of range"):
         dml.gather_elements(torch.from_numpy(x), torch.full((3, 6, 5), 9), 1)
 

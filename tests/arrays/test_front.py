@@ -186,7 +186,7 @@ def test_a_new_operators_binding_is_its_function(monkeypatch):
     monkeypatch.setattr(_dispatch, "WHOLE_IN_GRAPH", list(_dispatch.WHOLE_IN_GRAPH))
     for where in (front, engine._AdjointApi, _dispatch.front):
         monkeypatch.setattr(where, "mirror", None, raising=False)
-    for table in (_contract.OPERATOR_OF, _contract.BINDING, _contract.ARGUMENT):
+    for table in (_contract.OPERATOR_OF, _contract.BINDING):
         monkeypatch.setitem(table, "mirror", None)
         del table["mirror"]
     mirror = front.bind(_MirrorOperatorDesc)
@@ -205,6 +205,33 @@ def test_a_new_operators_binding_is_its_function(monkeypatch):
     with pytest.raises(dml.ValidationError, match=r"^TEST_MIRROR: Times must be an int \(times\); got 1.5$"):
         mirror(x, 1.5)
     assert mirror in _dispatch.WHOLE_IN_GRAPH and engine.ADJOINT_API.mirror is mirror
+
+
+class _FlipOperatorDesc(_MirrorOperatorDesc):
+    """The mirror, registered later under a function whose array is named ``data``."""
+
+    OPERATOR = "TEST_FLIP"
+    BINDING = dataclasses.replace(_MirrorOperatorDesc.BINDING, function="flip", array="data")
+    TYPE_VALUE = 10_002
+
+
+def test_a_later_operators_messages_name_its_array(monkeypatch):
+    """A function bound after import names its own array argument where it is given no array (it read a
+    table of the array names loaded at import, and said ``x``)."""
+    monkeypatch.setitem(OPERATORS, _FlipOperatorDesc.OPERATOR, _FlipOperatorDesc)
+    for table in ("FUNCTIONS", "_BUILD", "_NAMES", "_SNAPSHOTS", "_SEQUENCES", "_MULTI"):
+        monkeypatch.setattr(front, table, type(getattr(front, table))(getattr(front, table)))
+    monkeypatch.setattr(_dispatch, "WHOLE_IN_GRAPH", list(_dispatch.WHOLE_IN_GRAPH))
+    for where in (front, engine._AdjointApi, _dispatch.front):
+        monkeypatch.setattr(where, "flip", None, raising=False)
+    for table in (_contract.OPERATOR_OF, _contract.BINDING):
+        monkeypatch.setitem(table, "flip", None)
+        del table["flip"]
+    flip = front.bind(_FlipOperatorDesc)
+    with pytest.raises(dml.ValidationError, match=r"^flip: data must be a NumPy, CuPy, PyTorch, JAX or Dask array"):
+        flip([1, 2])
+    with pytest.raises(dml.UnsupportedError, match=r"^flip: data's dtype bool is not supported by TEST_FLIP"):
+        flip(np.zeros(2, bool))
 
 
 def test_the_index_functions_are_generated_on_their_route():

@@ -1,52 +1,25 @@
 """The array API's contract, in one place: what every array function checks
 before any framework's route runs, and the one message each fault gets,
-whatever the operator and whatever the framework.
+whatever the operator and whatever the framework:
 
-* **Not an array** (a list, a scalar, an object of an unknown framework):
-  ``ValidationError("<function>: <argument> must be a NumPy, CuPy, PyTorch,
-  JAX or Dask array; got <module>.<type>")`` (``not_an_array``). JOIN's
-  ``arrays`` that is not a sequence of arrays (a lone array included):
-  ``ValidationError("join: arrays must be a sequence of arrays (a list or
-  tuple); got ...")`` (``array_sequence``).
-* **A dtype the operator does not take** (no DirectML data type, such as
-  bool or bfloat16, or a DirectML type missing from the operator's support
-  table at the newest feature level, such as FLOAT64 for TILE):
-  ``UnsupportedError("<function>: <argument>'s dtype <dtype> is not
-  supported by <OPERATOR> at feature level <level> (supported: float16,
-  ...)")``, the list being that table's types (``check_inputs``). A dtype
-  given as an argument (``cast``'s) reads the same, without the ``'s``:
-  ``"cast: dtype torch.bool is not supported by CAST ..."`` (``data_type``).
-  The index-driven operators' further arrays (``indices``, ``updates``,
-  ``values``, ``sequence_lengths``: ``Binding.others``) get the same two
-  errors (``check_others``), their types being those the table lists for
-  their tensor (``"gather: indices' dtype int16 is not supported by GATHER
-  at feature level 6_4 (supported: int32, int64, uint32, uint64)"``); an
-  argument ending in s takes ``'`` (``possessive``).
-* **A rank the operator does not take** (the same table's ranks):
-  ``ValidationError("<function>: <argument> must have <n> (or <lo> to <hi>)
-  dimensions for <OPERATOR>; got <rank> (shape [...])")``.
-* **An empty array** (a dimension of size 0; DirectML's tensor sizes are
-  at least 1): ``ValidationError("<function>: <argument> must have no
-  dimension of size 0 (DirectML's tensor sizes are >= 1); got shape
-  [...]")``; more than UINT32 elements (a broadcast view):
-  ``"<function>: <argument> must have at most 4294967295 elements ..."``
-  (``check_input``, ``check_others``).
-* **A bad axis**: ``ValidationError("<function>: axis must be an integer;
-  got ...")`` or ``"<function>: axis must be in [-r, r - 1] for arrays of
-  r dimensions; got ..."`` (``axis``).
-* **A bad field**: the description's own rule, ``ValidationError("<OPERATOR>:
-  <DirectML field>[i] must ...; got ...")``; the array functions hand their
-  arguments to the description as given (a scalar spread over the axes
-  first), and name a DirectML field where they read an argument themselves
-  (``field_error``; ``sizes_of`` for an argument that becomes a tensor's
-  sizes).
+* not an array (``not_an_array``), or JOIN's ``arrays`` not a non-empty
+  sequence of arrays (``array_sequence``): ``ValidationError``;
+* a dtype the operator does not take (none of DirectML's, or missing from
+  the operator's support table at the newest feature level):
+  ``UnsupportedError`` listing the table's types, for an array
+  (``check_inputs``; the index operators' further arrays, ``Binding.others``,
+  against their own tensor's types: ``check_others``) or a dtype argument
+  (``dtype_argument``);
+* a rank the table lacks, a dimension of size 0, more than UINT32 elements
+  (a broadcast view) or unknown Dask chunk sizes: ``ValidationError``;
+* a bad axis (``axis``), or a bad field: the description's own rule, or
+  ``field_error``/``sizes_of`` where the function reads an argument itself,
+  named as the descriptions name it (``<OPERATOR>: <field> must ...; got``).
 
 Which operator a function builds is what the operator classes declare
-(``BINDING``, ``opendml.ops._spec.Binding``): ``OPERATOR_OF`` is read from
-``opendml.ops.OPERATORS``, never written by hand. ``data_type`` is the one
-conversion of a dtype spelling (NumPy, PyTorch, JAX/ml_dtypes, ``DataType``
-or a name) to a ``DataType``, used for arrays' dtypes and for dtype
-arguments alike.
+(``BINDING``): ``OPERATOR_OF`` is read from ``opendml.ops.OPERATORS``.
+``data_type`` is the one conversion of a dtype spelling (NumPy, PyTorch,
+JAX/ml_dtypes, ``DataType`` or a name) to a ``DataType``.
 """
 from __future__ import annotations
 
@@ -250,26 +223,24 @@ def rank_of(x) -> int:
 #: (function, dtype, rank) of inputs that passed ``check_inputs``.
 _PASSED: set = set()
 
-#: Array-API function name -> the name of its array argument (``Binding.array``).
-ARGUMENT: dict = _Bound(lambda cls, b: b.array)
-
 #: Array-API function name -> its ``Binding`` (the array's DirectML tensor, its other arrays).
 BINDING: dict = _Bound(lambda cls, b: b)
 
 
-def check_input(function: str, x, argument: str | None = None) -> None:
+def check_input(function: str, x, argument: str | None = None, slot: str | None = None) -> None:
     """``x``'s dtype and rank against the support table of the operator
     ``function`` builds, at the newest feature level: ``UnsupportedError``
     for a dtype it does not take, ``ValidationError`` for a rank or sizes
     outside DirectML's (``_sizes_off``; an array of any framework: ``dtype``,
-    ``ndim`` (else ``len(shape)``) and ``size`` (else ``shape``) are all that is read)."""
+    ``ndim`` (else ``len(shape)``) and ``size`` (else ``shape``) are all that is read). ``slot``: the
+    DirectML tensor of one of the further arrays (``check_others``), checked against its types, not ranks."""
     try:
-        key = (function, x.dtype, rank_of(x))
+        key = (function, x.dtype, rank_of(x)) if slot is None else ("others", function, argument, x.dtype)
         if key in _PASSED and not _sizes_off(x):
             return
     except TypeError:                     # a dtype that cannot be hashed
         key = None
-    _check_input(function, x, argument or ARGUMENT[function])
+    _check_input(function, x, argument or BINDING[function].array, slot)
     if key is not None and len(_PASSED) < 1024:
         _PASSED.add(key)
 
@@ -277,29 +248,46 @@ def check_input(function: str, x, argument: str | None = None) -> None:
 def check_inputs(function: str, arrays) -> None:
     """``check_input`` for each array; entries of a sequence argument
     (JOIN's ``arrays``) are named ``arrays[i]``."""
-    many = ARGUMENT[function] == "arrays"
+    many = BINDING[function].array == "arrays"
     for i, x in enumerate(arrays):
         check_input(function, x, f"arrays[{i}]" if many else None)
 
 
-def _check_input(function: str, x, argument: str) -> None:
-    readable = READABLE.get(framework_of(x))
-    if readable is not None:              # an array its framework's adapter cannot read says so first
-        readable(x, function)
+def _check_input(function: str, x, argument: str, slot: str | None) -> None:
+    first = slot is None                  # the first array (else one of ``Binding.others``: no rank rule)
+    if first:
+        readable = READABLE.get(framework_of(x))
+        if readable is not None:          # an array its framework's adapter cannot read says so first
+            readable(x, function)
     cls = OPERATOR_OF[function]
     row = supported_row(cls)
     binding = BINDING[function]
-    _check_dtype(function, x, argument, cls, row, binding.slot)
-    rank = rank_of(x)
+    slot = slot or binding.slot
+    try:
+        dt = data_type(x.dtype)
+    except TypeError:
+        dt = None
+    if dt is None or dt not in row.types_of(slot):
+        raise dtype_error(function, f"{possessive(argument)} dtype", x.dtype, cls, slot)
     ranks = row.ranks
     if binding.added_axes:                # ONE_HOT's indices: the output has a dimension more
         ranks = range(max(0, ranks.start - binding.added_axes), ranks.stop - binding.added_axes)
-    if rank not in ranks:
+    if first and (rank := rank_of(x)) not in ranks:
         want = str(ranks.start) if len(ranks) == 1 else f"{ranks.start} to {ranks.stop - 1}"
         shape = [int(n) if n == n else n for n in x.shape]      # (a Dask array's unknown sizes: nan)
         raise ValidationError(f"{function}: {argument} must have {want} dimensions for {cls.OPERATOR}; got {rank} "
                               f"(shape {shape})")
-    _check_sizes(function, x, argument)
+    if not _sizes_off(x):
+        return
+    if any(n != n for n in x.shape):      # before anything reads the sizes (the index functions' makers do)
+        raise ValidationError(f"{function}: the chunk sizes of {argument} are unknown (NaN); call "
+                              f"x.compute_chunk_sizes() first")
+    shape = [int(n) for n in x.shape]
+    if 0 in shape:
+        raise ValidationError(f"{function}: {argument} must have no dimension of size 0 (DirectML's tensor sizes "
+                              f"are >= 1); got shape {shape}")
+    raise ValidationError(f"{function}: {argument} must have at most {UINT32_MAX} elements (DirectML's tensor "
+                          f"element count is a UINT32); got {math.prod(shape)} (shape {shape})")
 
 
 def _sizes_off(x) -> bool:
@@ -316,35 +304,9 @@ def _sizes_off(x) -> bool:
         return False
 
 
-def _check_sizes(function: str, x, argument: str) -> None:
-    if not _sizes_off(x):
-        return
-    if any(n != n for n in x.shape):      # before anything reads the sizes (the index functions' makers do)
-        raise ValidationError(f"{function}: the chunk sizes of {argument} are unknown (NaN); call "
-                              f"x.compute_chunk_sizes() first")
-    shape = [int(n) for n in x.shape]
-    if 0 in shape:
-        raise ValidationError(f"{function}: {argument} must have no dimension of size 0 (DirectML's tensor sizes "
-                              f"are >= 1); got shape {shape}")
-    raise ValidationError(f"{function}: {argument} must have at most {UINT32_MAX} elements (DirectML's tensor "
-                          f"element count is a UINT32); got {math.prod(shape)} (shape {shape})")
-
-
-def _check_dtype(function: str, x, argument: str, cls, row, slot: str) -> None:
-    types = row.types_of(slot)
-    try:
-        dt = data_type(x.dtype)
-    except TypeError:
-        dt = None
-    if dt is None or dt not in types:
-        raise dtype_error(function, f"{possessive(argument)} dtype", x.dtype, cls, slot)
-
-
 def check_others(function: str, **arrays) -> None:
     """The array arguments besides the first (``Binding.others``): each an
     array of a framework the API takes, of a type its tensor's row lists."""
-    cls = OPERATOR_OF[function]
-    others = BINDING[function].others
     for argument, x in arrays.items():
         kind = framework_of(x)
         if kind is None:
@@ -352,16 +314,7 @@ def check_others(function: str, **arrays) -> None:
         readable = READABLE.get(kind)
         if readable is not None:
             readable(x, function)
-        try:
-            key = ("others", function, argument, x.dtype)      # 4 entries: never check_input's key
-            if key in _PASSED and not _sizes_off(x):
-                continue
-        except TypeError:                 # a dtype that cannot be hashed
-            key = None
-        _check_dtype(function, x, argument, cls, supported_row(cls), others[argument][0])
-        _check_sizes(function, x, argument)
-        if key is not None and len(_PASSED) < 1024:
-            _PASSED.add(key)
+        check_input(function, x, argument, BINDING[function].others[argument][0])
 
 
 # -- arguments -------------------------------------------------------------------------------------

@@ -1,16 +1,11 @@
 """What the array API's front and its framework adapters share, below both:
 which framework an array belongs to (``framework_of``, by type, looked up
 only where the framework is already imported) and ``front``, the namespace
-holding the array API's public functions, which the front
-(``arrays/front.py``) fills as it binds each one.
-An adapter that calls the array API again (an adjoint, a batching rule, a
-Dask task) reads ``front.slice1`` there at call time, so no adapter imports
-``opendml.arrays`` back: the front loads them (by name, through
-``importlib``: ``torch.adapter``, ``cupy_adapter``, ``jax_adapter``,
-``dask_adapter``) when an array of theirs first comes in. What the
-adapters share with the front (the ``Call`` type, NumPy's move route, the
-adjoints) is ``engine``'s, below them all; the front puts its ``run_list``
-(a ``Call``'s route on any framework) in ``front`` too.
+the front (``arrays/front.py``) fills with the array API's functions and
+routes as it binds each. An adapter that calls the array API again (an
+adjoint, a batching rule, a Dask task) reads ``front.slice1`` there at call
+time, so no adapter imports ``opendml.arrays`` back: the front loads them
+(``importlib``) when an array of theirs first comes in.
 """
 from __future__ import annotations
 

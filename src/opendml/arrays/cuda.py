@@ -21,28 +21,19 @@ __all__ = ["move"]
 
 def move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors: tuple = (),
              record=None, name: str | None = None) -> list:
-    """Run ``desc`` on ``inputs``, each ``(array, address, shape, byte
-    strides, item size, pack)`` where ``pack()`` returns the same form for a
-    packed copy (used where a stride is not a whole number of elements).
-    ``allocate(shape, numpy dtype)`` returns ``(output array, its address)``
-    on device ``device_index``; ``errors`` are the allocator's out-of-memory
-    exceptions. The launches are queued on ``stream_ptr``. Returns the
-    outputs.
+    """The outputs of ``desc`` run on ``inputs``, each ``(array, address, shape, byte strides, item size,
+    pack)`` where ``pack()`` gives the same of a packed copy (where a stride is not a whole number of
+    elements). ``allocate(shape, numpy dtype)`` gives ``(output array, its address)`` on device
+    ``device_index``; ``errors`` are the allocator's out-of-memory exceptions; the launches are queued on
+    ``stream_ptr``.
 
-    ``record`` (optional): ``(Call, x, since[, planned])``, the call as its array
-    function offered it to the C call cache (``x`` its input or inputs as
-    given; ``since`` the cache's generation read before any setting;
-    ``planned`` each input's (shape, strides) as its framework reads them,
-    read before its layout was: nothing is recorded where one changed) and
-    whose inputs are read where they lie (no negative view resolved by the
-    caller): where no input was packed, the launches are recorded there
-    (``runtime.calls.put_move_cuda``) and the next such call is served from
-    C.
-
-    ``name`` (optional): the array function called. The errors of the first
-    five (a tuned kernel each: ``PLAIN_KERNEL``) name it, as their other
-    routes do (``engine._execute``); the others' name the operator. Where not
-    given, the function ``record``'s call names."""
+    ``record`` (optional): ``(Call, x, since[, planned])``, the call as its array function offered it to
+    the C call cache (``x`` its input or inputs as given; ``since`` the cache's generation read before any
+    setting; ``planned`` each input's (shape, strides) read before its layout was: nothing is recorded
+    where one changed), its inputs read where they lie: where none was packed, the launches are recorded
+    there (``runtime.calls.put_move_cuda``). ``name`` (optional, else ``record``'s call's): the array
+    function, which the errors of the first five (``PLAIN_KERNEL``) name, as their other routes do; the
+    others' name the operator."""
     name = name or (record[0].name if record is not None else None)
     what = name if name and getattr(desc, "PLAIN_KERNEL", None) is not None else desc.OPERATOR
     srcs, spans, layouts, keep, origins = [], [], [], [], []

@@ -1,70 +1,53 @@
 """Dask arrays: every operator chunk by chunk.
 
 The array functions (``opendml.slice``, ``unfold``, ``pad``...) on a
-``dask.array.Array`` (NumPy or CuPy chunks) come here (``run``)
-and return a lazy ``dask.array.Array`` whose chunks come from opendml's own
-array functions run inside the tasks. The arguments are validated when the
-graph is built, by the same operator descriptions the in-memory calls use, so a
-bad description raises its ``opendml.DmlError`` before anything is computed.
-Every result equals the in-memory call on the whole array bit for bit.
+``dask.array.Array`` (NumPy or CuPy chunks) come here (``run``) and return
+a lazy ``dask.array.Array`` whose chunks come from opendml's own array
+functions run inside the tasks. The call is validated on the whole arrays
+when the graph is built, by the same descriptions the in-memory calls use,
+so a bad argument raises its ``opendml.DmlError`` before anything is
+computed. Every result equals the in-memory call on the whole array bit for
+bit. How the work is cut is the operator's declared ``chunking()`` (see
+``opendml.ops._spec``):
 
-How the work is cut is the operator's declared chunking kind
-(``chunking()``, see ``opendml.ops._spec``), one graph builder per kind, each
-reading the operator's fields from its validated description: GATHER
-(SLICE, SLICE1), WINDOWS (UNFOLD), WINDOW_SUMS (FOLD), SCATTER (SLICE_GRAD).
-The output's chunks:
-
-* SLICE, SLICE1: one task per input chunk the slice touches, running the slice
-  on that chunk alone; untouched chunks are never read. The result has one
-  chunk per touched input chunk along each axis (in output order, so a
-  negative stride lists them last to first).
+* SLICE, SLICE1: one task per input chunk the slice touches, running the
+  slice on that chunk alone; untouched chunks are never read. The result
+  has one chunk per touched input chunk along each axis, in output order
+  (a negative stride lists them last to first).
 * UNFOLD (N, C, *spatial) -> (N, C x prod(W), BlockCount): output chunks
-  follow the input's chunks along N, and along BlockCount they are slabs of
-  the first spatial axis (BlockCount is row-major over the block grid, so a
-  range of first-axis blocks is a contiguous range of columns). A block belongs
-  to the input chunk holding the first element it reads; each task reads its
-  blocks' input region, which is the slab plus a halo of ``Dilations x
-  (WindowSizes - 1)`` elements from the following chunks (padding is applied
-  inside the task, never materialised), so no block is lost or computed twice.
-  A slab whose output would pass Dask's ``array.chunk-size`` is cut into
-  thinner slabs; if one block row of the first axis is already too big, N is
-  split, then the rows (whole channels, then sub-windows), then the columns
-  inside a block row, so output chunks never grow with the window.
-  Chunks of the channel axis or of the other spatial axes are allowed: a task
-  gathers the part of every chunk it needs (a rechunk done inside the tasks).
-  The cost: every full-width slab reads those chunks' slices, so an input
-  chunked along C or the later spatial axes moves about as much data as
-  ``x.rechunk({1: -1, 3: -1, ...})`` would; chunk along N and the first
-  spatial axis for the cheapest graph.
-* FOLD (N, C x prod(W), BlockCount) -> (N, C, *output_sizes): the output is
-  cut into slabs of the first spatial axis (and along N and C when needed);
-  one task computes a slab from every block that touches it (the neighbouring
-  slabs' overlapping blocks are its halo), so each element's sum runs in the
-  same order as the in-memory FOLD. Slabs follow the input's column chunks
-  where those are whole block rows, and are made thin enough that both the
-  slab and the blocks it reads stay near ``array.chunk-size`` (down to one row
-  of one channel of one item, the smallest FOLD task).
-* SLICE_GRAD: the output (zeros of ``input_sizes``) is cut at the positions
-  where the gradient's chunks meet and at the window's edges, then to Dask's
-  ``auto`` chunk size; chunks outside the window are plain zeros, the others
-  scatter the gradient chunks they receive.
+  follow the input's along N, and along BlockCount they are slabs of the
+  first spatial axis (a range of first-axis blocks is a contiguous range of
+  columns). A block belongs to the input chunk holding the first element it
+  reads; each task reads its blocks' region, the slab plus a halo of
+  ``Dilations x (WindowSizes - 1)`` elements from the following chunks, and
+  pads inside the task, so no block is lost or computed twice. A slab whose
+  output would pass Dask's ``array.chunk-size`` is thinned; if one block
+  row is already too big, N is split, then the rows (whole channels, then
+  sub-windows), then the columns of a block row, so output chunks never
+  grow with the window. Chunks along C or the later spatial axes work (a
+  task gathers the part of every chunk it needs), at about the cost of
+  ``x.rechunk({1: -1, 3: -1, ...})``: chunk along N and the first spatial
+  axis for the cheapest graph.
+* FOLD (N, C x prod(W), BlockCount) -> (N, C, *output_sizes): slabs of the
+  first spatial axis (and along N and C when needed), each computed in one
+  task from every block that touches it, so each element's sum runs in the
+  in-memory order. Slabs follow the input's column chunks where those are
+  whole block rows, thin enough that the slab and the blocks it reads stay
+  near ``array.chunk-size`` (down to one row of one channel of one item).
+* SLICE_GRAD: the output (zeros of ``input_sizes``) is cut where the
+  gradient's chunks meet and at the window's edges, then to Dask's
+  ``auto`` chunk size; chunks outside the window are plain zeros.
+* Every other operator (``identity``, ``cast``, ``pad``, ...): one task per
+  block, after the inputs are rechunked as ``chunking()`` asks (axes in one
+  chunk, or cut at multiples of a size: PADDING's padded axes whole,
+  SPACE_TO_DEPTH's spatial axes at multiples of ``BlockSize``...; several
+  inputs take the first one's chunks there). The output's chunks follow from
+  the operator's shape rule on the blocks; SPLIT's outputs share one task
+  per block.
 
-How to set up workers (``OPENDML_CPU_THREADS``, ``OPENDML_CPU_CACHE_BYTES``):
-the user guide's Dask page.
-
-The other operators (``identity``, ``cast``, ``pad``, ...) are lazy and
-block by block too, generic over what each operator module declares: the
-operator's ``chunking()`` says which input axes a block-wise run needs in
-one chunk or cut at multiples of a size (PADDING's padded axes whole, the
-spatial axes of SPACE_TO_DEPTH at multiples of ``BlockSize``...); the
-inputs are rechunked so (other axes keep their chunks; several inputs take
-the first one's chunks there), and one task per block runs the same call on
-that block in memory. The output's chunks follow from the operator's
-own shape rule applied to the blocks; SPLIT's outputs share one task per
-block. The call is validated on the whole arrays when the graph is built.
-
-Dask is imported by this module only; opendml imports it when a Dask array
-comes in.
+Setting up workers (``OPENDML_CPU_THREADS``, ``OPENDML_CPU_CACHE_BYTES``):
+the user guide's Dask page. Dask is imported by this module only, when a
+Dask array comes in.
 """
 from __future__ import annotations
 
@@ -152,8 +135,9 @@ class _Graph:
     (and copies) that part, as ``map_overlap`` does, so across machines only the
     part travels and the chunk can be released once it has been cut."""
 
-    def __init__(self, name: str, source):
+    def __init__(self, name: str, source, ndim: int, dtype):
         self.name, self.source = name, source
+        self.meta = meta_from_array(source, ndim=ndim, dtype=dtype)       # the output's: NumPy or CuPy
         self.bounds = [_bounds(c) for c in source.chunks]
         self.tasks: dict = {}
         self._cuts: dict = {}
@@ -182,9 +166,13 @@ class _Graph:
             self.tasks[found] = (cut, key)
         return found
 
-    def array(self, chunks, meta):
+    def zeros(self, key, shape) -> None:
+        """The task ``key``: zeros of ``shape``, made like the output."""
+        self.tasks[key] = (_Zeros(tuple(shape), self.meta.dtype.str), self.meta)
+
+    def array(self, chunks):
         graph = HighLevelGraph.from_collections(self.name, self.tasks, dependencies=[self.source])
-        return da.Array(graph, self.name, chunks, meta=meta)
+        return da.Array(graph, self.name, chunks, meta=self.meta)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,10 +219,6 @@ class _Zeros:
         return np.zeros_like(meta, shape=self.shape, dtype=np.dtype(self.dtype))
 
 
-def _zeros_task(meta, shape, dtype):
-    return (_Zeros(tuple(shape), np.dtype(dtype).str), meta)
-
-
 # -- SLICE and SLICE1 ---------------------------------------------------------------
 
 def _gather(x, dt, desc):
@@ -253,7 +237,7 @@ def _gather(x, dt, desc):
                 low = min(start + step * j0, start + step * (j1 - 1))
                 pieces.append((i, low - b[i], j0, j1))
         per_axis.append(pieces)
-    g = _Graph(name, x)
+    g = _Graph(name, x, x.ndim, dt)
     steps = tuple(s for _, s, _ in axes)
     for out_index in itertools.product(*(range(len(p)) for p in per_axis)):
         parts = [per_axis[a][o] for a, o in enumerate(out_index)]
@@ -262,7 +246,7 @@ def _gather(x, dt, desc):
                               steps))
         g.tasks[(name, *out_index)] = (op, (x.name, *(p[0] for p in parts)))
     chunks = tuple(tuple(j1 - j0 for _, _, j0, j1 in p) for p in per_axis)
-    return g.array(chunks, meta_from_array(x, ndim=x.ndim, dtype=dt))
+    return g.array(chunks)
 
 
 # -- UNFOLD ---------------------------------------------------------------------------
@@ -278,8 +262,7 @@ def _windows(x, dt, desc):
         n_chunks, c_total, W, blocks, _bounds(x.chunks[2]), st[0], sp[0], dt.itemsize, _target_bytes())
 
     name = "opendml-unfold-" + tokenize(x, W, st, dil, sp, desc.end_padding, _target_bytes())
-    g = _Graph(name, x)
-    meta = meta_from_array(x, ndim=3, dtype=dt)
+    g = _Graph(name, x, 3, dt)
     chunks = (tuple(b - a for a, b in n_parts),
               tuple((c1 - c0) * math.prod(h - l for l, h in zip(wlo, whi)) for c0, c1, wlo, whi in row_boxes),
               tuple(math.prod(h - l for l, h in zip(blo, bhi)) for blo, bhi in col_boxes))
@@ -299,12 +282,12 @@ def _windows(x, dt, desc):
             pad_hi.append(last - hi)
         key = (name, ni, ri, ci)
         if any(hi <= lo for lo, hi in region):       # the blocks read padding only
-            g.tasks[key] = _zeros_task(meta, out_shape, dt)
+            g.zeros(key, out_shape)
             continue
         keys, grid = g.gather([(n0, n1), (c0, c1)] + region)
         op = _Call("unfold", (tuple(h - l for l, h in zip(wlo, whi)), st, dil, tuple(pad_lo), tuple(pad_hi)), grid)
         g.tasks[key] = (op, keys)
-    return g.array(chunks, meta)
+    return g.array(chunks)
 
 
 def _unfold_chunking(n_chunks, channels, window, blocks, first_bounds, stride0, pad0, itemsize, target):
@@ -370,8 +353,7 @@ def _window_sums(x, dt, desc):
     n_parts, c_parts, slabs = _fold_chunking(x.chunks[0], channels, K, S, W[0], st[0], dil[0], sp[0], blocks,
                                              _bounds(x.chunks[2]), dt.itemsize, _target_bytes())
     name = "opendml-fold-" + tokenize(x, S, W, st, dil, sp, ep, _target_bytes())
-    g = _Graph(name, x)
-    meta = meta_from_array(x, ndim=2 + d, dtype=dt)
+    g = _Graph(name, x, 2 + d, dt)
     ext0 = dil[0] * (W[0] - 1)
     for (ni, (n0, n1)), (ci, (c0, c1)), (si, (p0, p1)) in itertools.product(
             enumerate(n_parts), enumerate(c_parts), enumerate(slabs)):
@@ -384,7 +366,7 @@ def _window_sums(x, dt, desc):
         b0 = max(0, min(-(-(a - ext0) // st[0]), a // st[0]))
         b1 = min(blocks[0], (p1 - 1 + sp[0]) // st[0] + 1)
         if b1 <= b0:                                   # no block reaches the slab
-            g.tasks[key] = _zeros_task(meta, out_shape, dt)
+            g.zeros(key, out_shape)
             continue
         span = p1 + sp[0] - b0 * st[0]                 # slab size + its start padding
         pad_hi0 = max(0, (b1 - b0 - 1) * st[0] + ext0 + 1 - span)
@@ -393,7 +375,7 @@ def _window_sums(x, dt, desc):
         g.tasks[key] = (op, keys)
     chunks = (tuple(b - a for a, b in n_parts), tuple(b - a for a, b in c_parts),
               tuple(b - a for a, b in slabs), *((s,) for s in S[1:]))
-    return g.array(chunks, meta)
+    return g.array(chunks)
 
 
 def _fold_chunking(n_chunks, channels, K, S, w0, stride0, dil0, pad0, blocks, col_bounds, itemsize, target):
@@ -460,15 +442,14 @@ def _scatter(grad, dt, desc):
         per_axis.append([r for a, b in zip(edges, edges[1:]) for r in _split(a, b, longest)])
 
     name = "opendml-slice-grad-" + tokenize(grad, S, offsets, sizes, steps, target)
-    g = _Graph(name, grad)
-    meta = meta_from_array(grad, ndim=len(S), dtype=dt)
+    g = _Graph(name, grad, len(S), dt)
     for out_index in itertools.product(*(range(len(p)) for p in per_axis)):
         ranges = [per_axis[a][i] for a, i in enumerate(out_index)]
         shape = tuple(b - a for a, b in ranges)
         hits = [_hits(start, t, n, a, b) for (a, b), start, t, n in zip(ranges, starts, steps, grad.shape)]
         key = (name, *out_index)
         if any(j1 <= j0 for j0, j1 in hits):           # nothing of the window lands here
-            g.tasks[key] = _zeros_task(meta, shape, dt)
+            g.zeros(key, shape)
             continue
         local = tuple(min(start + t * j0, start + t * (j1 - 1)) - a
                       for (a, _), start, t, (j0, j1) in zip(ranges, starts, steps, hits))
@@ -476,7 +457,7 @@ def _scatter(grad, dt, desc):
         op = _Call("slice_grad", (shape, local, tuple(abs(t) * (j1 - j0 - 1) + 1 for t, (j0, j1) in zip(steps, hits)),
                                   tuple(steps)), grid_shape)
         g.tasks[key] = (op, keys)
-    return g.array(tuple(tuple(b - a for a, b in p) for p in per_axis), meta)
+    return g.array(tuple(tuple(b - a for a, b in p) for p in per_axis))
 
 
 # -- blockwise: every other operator ---------------------------------------------

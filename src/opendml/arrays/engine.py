@@ -6,12 +6,8 @@ route (``run_numpy``, behind the Python plan cache of ``planner``;
 ``execute``, which a test may replace with a spy: every family call is then
 given to it, uncached) and the differentiation helpers every adapter shares
 (``adjoint``, ``constant_inputs``, ``differentiable``, ``ADJOINT_API``).
-
 A ``Call`` run on arrays of any framework (``Call(*arrays)``) goes through
-``_dispatch.front.run_list``, the front's route, set by ``front``: so this
-module never loads an adapter. May import ``opendml.model``,
-``opendml.runtime`` and the array API's lower modules (``_dispatch``,
-``planner``, ``numpy_adapter``).
+the front's route, ``_dispatch.front.run_list``.
 """
 from __future__ import annotations
 
@@ -62,26 +58,18 @@ _NONE = ("None",)
 
 
 class Call:
-    """One call of the array API, whatever the operator and the framework:
-    ``name`` (the function's, for messages), ``make`` (the inputs' logical
-    ``TensorDesc``s -> the operator's description), ``multi`` (the function
-    returns a list: SPLIT), ``args`` (the arguments as snapshotted: what the
-    call cache records for the first five), ``key`` and ``ccall``.
+    """One call of the array API, whatever the operator and the framework, which each adapter runs by its
+    one route (``run(call, arrays)``): ``name`` (the function's, for messages), ``make`` (the inputs' logical
+    ``TensorDesc``s -> the operator's description), ``multi`` (the function returns a list: SPLIT),
+    ``args`` (the first five's arguments as snapshotted, which PyTorch's route takes to their compiled
+    plans), ``key`` and ``ccall``.
 
-    ``key``: the Python caches' key for the call's function and arguments,
-    or None (never cached). ``PLAN_KEY`` (the first five) reads the
-    planner's from ``args``: the name and each argument frozen where it is a
-    plain int, None, or a list or tuple of plain ints (types exactly: 1.0 ==
-    1 must not reuse an int's plan), else None. The family's is
-    ``planner.call_key``'s. ``ccall`` (optional):
-    ``(function, args, seq)``, the arguments exactly as the function offered
-    them to the C call cache (lists snapshotted) and whether the inputs were
-    a sequence (JOIN): a compiled run is then recorded there. Each adapter
-    runs it by its one route (``run(call, arrays)``: the move program for
-    every operator; the PyTorch one takes the first five, whose ``args`` are
-    set, to their compiled plans, which the C call cache records as such);
-    what they need of the operator (its adjoint, linear part, chunking) the
-    description declares (``opendml.ops._spec``)."""
+    ``key``: the Python caches' key for the call's function and arguments, or None (never cached);
+    ``PLAN_KEY`` (the first five) reads it from ``args``: the name and each argument where it is a plain
+    int, None, or a list or tuple of plain ints (types exactly: 1.0 == 1 must not reuse an int's plan),
+    else None. ``ccall`` (optional): ``(function, args, seq)``, the arguments exactly as the function
+    offered them to the C call cache (lists snapshotted) and whether the inputs were a sequence (JOIN): a
+    compiled run is then recorded there."""
 
     __slots__ = ("name", "make", "multi", "_key", "ccall", "args")
 

@@ -1,37 +1,23 @@
 """The array API's front: one function per bound operator (``slice``,
 ``unfold``, ``pad``, ``split``...; ``FUNCTIONS``) on NumPy, CuPy, PyTorch,
 JAX and Dask arrays, each building one ``Call`` that the array's adapter
-runs.
+runs. Each is generated from its operator module's ``BINDING``
+(``opendml.ops._spec.Binding``) as a plain function compiled from its own
+source, so ``help``, ``inspect`` and completion read it as a ``def``;
+nothing here names an operator.
 
-The functions are generated here from each operator module's ``BINDING``
-(``opendml.ops._spec.Binding``): name, parameters, the docstring's own parts
-(the rest is ``_DOC`` filled from the binding and the support table) and the
-route; the class's ``arguments`` turns the arguments into the description.
-Each is a plain function compiled from its own source, so ``help``,
-``inspect`` and completion read it as a ``def``; nothing here names an
-operator.
-
-Every function takes the same steps, in this order:
-
-1. **The C call cache** (``runtime.calls``): a call seen before (same
-   function, arguments, dtypes, shapes and strides) is served from C.
-2. **The C new-shape route**: a never-seen shape in its simple forms is
-   lowered, run and recorded in C, as the Python route would; anything else
-   is declined.
-3. **The contract's checks** (``_contract``): one message per fault for
-   every operator and framework.
-4. **Snapshots**: every list argument is read once (``_snaps``, ``_snapshot``),
-   so a list another thread changes during the call cannot mix values.
-5. **The route**: the adapter of the array's framework (``adapter_for``)
-   runs the call (``run_list``: every adapter's one route, ``run``; the
-   index functions through ``index_ops.run``).
+Every function takes, in order: the C call cache (``runtime.calls``: a call
+seen before is served from C); the C new-shape route (a never-seen shape in
+its simple forms lowered, run and recorded in C, anything else declined);
+the contract's checks (``_contract``); snapshots of every list argument,
+read once so that another thread changing it cannot mix values (``_snaps``,
+``_snapshot``); then the route of the array's framework (``adapter_for``,
+``run_list``; the index functions through ``index_ops.run``).
 
 Every ``opendml.configure()`` empties the caches; a replaced
-``engine.execute`` (a spy) is given every family call. Where an operation is
-linear, PyTorch and JAX results are differentiable through the operator
-module's declared ``adjoint``. The adapters never import this module: they
-call these functions again through ``_dispatch.front``. No framework is
-imported here.
+``engine.execute`` (a spy) is given every family call. The adapters never
+import this module: they call these functions again through
+``_dispatch.front``. No framework is imported here.
 """
 from __future__ import annotations
 
@@ -97,24 +83,17 @@ def _framework(x, where: str, argument: str = "x"):
     return None if adapter is numpy_adapter else adapter
 
 
-def _one_framework(name: str, arrays, many: bool):
-    """The adapter of ``arrays``' one framework (None: NumPy)."""
+def _one_framework(name: str, arrays, many: bool, check: bool = False):
+    """The adapter of ``arrays``' one framework (None: NumPy); with ``check``, after the contract's checks of
+    their dtypes and ranks (``_contract.check_inputs``), made before the call's arguments are read."""
     first = arrays[0]
-    fw = _framework(first, name, "arrays[0]" if many else _contract.ARGUMENT.get(name, "x"))
+    fw = _framework(first, name, "arrays[0]" if many else getattr(_contract.BINDING.get(name), "array", "x"))
     for i, x in enumerate(arrays[1:], 1):
         if type(x) is not type(first) and _framework(x, name, f"arrays[{i}]") is not fw:
             raise ValidationError(f"{name}: every array must be of one framework; got "
-                                  f"{type(first).__module__}.{type(first).__qualname__} and "
-                                  f"{type(x).__module__}.{type(x).__qualname__} (arrays[{i}])")
-    return fw
-
-
-def _checked(name: str, arrays, many: bool = False):
-    """The array API's checks of a call's inputs, before its arguments are
-    read (``_contract``): arrays of one framework the API takes, of a dtype
-    and rank the operator takes. Their framework's adapter (None: NumPy)."""
-    fw = _one_framework(name, arrays, many)
-    _contract.check_inputs(name, arrays)
+                                  f"{_contract._type_name(first)} and {_contract._type_name(x)} (arrays[{i}])")
+    if check:
+        _contract.check_inputs(name, arrays)
     return fw
 
 
@@ -235,7 +214,7 @@ def _plan(op: int, x, args: tuple):
     name = _NAMES[op]
     args = _snaps(args)
     known = type(x) in _BY_TYPE
-    fw = _checked(name, (x,))
+    fw = _one_framework(name, (x,), False, True)
     if not known and _engine.execute is _EXECUTE:
         # the array type's first call (the body offers the C new-shape route a type it has seen only): its
         # framework's adapter, now loaded, has registered the framework with the C routes
@@ -252,12 +231,8 @@ def plan_call(name: str, x, args: tuple) -> Call:
 
 
 def _move_call(op: int, x, args: tuple):
-    """A family call past the C call cache and the C new-shape route: the
-    contract's checks on the inputs (a sequence of them where the binding's
-    array argument is ``arrays``), the list arguments snapshotted (those the
-    signature types as sequences), and the description its operator class's
-    ``arguments`` make, keyed for the Python cache and recorded in the C call
-    cache by the arguments as offered."""
+    """A family call past the C call cache and the C new-shape route (``_family_call``), run by its
+    adapter's route."""
     name = _NAMES[op]
     fw, call, arrays = _family_call(name, x, args)
     outs = _route(fw, call, arrays)
@@ -265,10 +240,13 @@ def _move_call(op: int, x, args: tuple):
 
 
 def _family_call(name: str, x, args: tuple):
-    """(framework, ``Call``, the arrays as a list) of a family function's call, checked, nothing run."""
+    """(framework, ``Call``, the arrays as a list) of a family function's call, nothing run: the contract's
+    checks on the inputs (a sequence of them where the binding's array is ``arrays``), the list arguments
+    snapshotted, the description its operator class's ``arguments`` make, keyed for the Python cache and
+    recorded in the C call cache by the arguments as snapshotted."""
     seq = name in _SEQUENCES
     arrays = _contract.array_sequence(x, name) if seq else (x,)
-    fw = _checked(name, arrays, seq)
+    fw = _one_framework(name, arrays, seq, True)
     snap = _SNAPSHOTS[name]
     args = tuple(_snapshot(v) if i in snap else v for i, v in enumerate(_contract.concrete(args)))
     make, key = _BUILD[name](ARGUMENT_API, arrays[0], *args)
@@ -323,7 +301,10 @@ def _index_checked(name: str, given: tuple, args: tuple):
             raise _contract.field_error(name, "check_indices", "be True or False", flag)
         args = (bool(flag), *args[1:])
     if given[0] is not _NO_ARRAY:
-        _index.checked(name, given[0], **dict(zip(_contract.BINDING[name].others, given[1:])))
+        if _contract.framework_of(given[0]) is None:
+            raise _contract.not_an_array(given[0], name, _contract.BINDING[name].array)
+        _contract.check_input(name, given[0])
+        _contract.check_others(name, **dict(zip(_contract.BINDING[name].others, given[1:])))
     # a NumPy subclass (np.matrix, which stays 2-D when reshaped) as the plain ndarray it holds; a masked
     # array goes on as given (the route refuses it: its mask would be dropped)
     given = tuple(a.view(np.ndarray) if isinstance(a, np.ndarray) and type(a) is not np.ndarray and

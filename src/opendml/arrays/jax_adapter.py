@@ -1,26 +1,15 @@
-"""JAX arrays: differentiable, and usable under ``jax.jit`` and ``jax.vmap``
-(what a user sees of it: ``opendml.jax``'s docstring).
-
-Every operator takes one route (``run``), generic over what its description
-declares. An operator whose canonical form's array-API function ``f`` has a
-pure-``lax`` form here, ``lax_f`` (``lax_unfold``, ``lax_fold``,
-``lax_slice1``, SLICE's through it, ``lax_slice_grad``), runs it where a
-program is traced or compiled, giving the kernels' bits.
-
-* A concrete array on the CPU or a GPU (with CuPy) runs opendml's kernels:
-  the same ``Call`` on NumPy views (read in place; an output of
-  ``ZERO_COPY_BYTES`` or more handed to JAX without a copy) or CuPy arrays
-  (DLPack), by their routes (``Call(*arrays)``). On any other platform (or a GPU without CuPy) an
-  operator with a lax form runs it, compiled; the others run on the host.
-* A traced array (under ``jit``, ``vmap``, ``grad``...) takes the lax form
-  where the operator has one, else the same call on NumPy views through
-  ``jax.pure_callback`` (``vmap_method="sequential"``), the output shapes
-  read from the description, which is built first, on the abstract shapes
-  and dtypes.
-
-Where the operator is linear for the dtypes, it is a ``jax.custom_vjp``
-(named ``opendml_<op>`` in jaxprs) whose backward is the operator module's
-``adjoint`` through the array API.
+"""JAX arrays, by one route (``run``) for every operator (what a user sees
+of it, and which code runs where: ``opendml.jax``'s docstring). An
+operator whose canonical form's array-API function ``f`` has a pure-``lax``
+form here, ``lax_f`` (``lax_unfold``, ``lax_fold``, ``lax_slice1``, SLICE's
+through it, ``lax_slice_grad``), runs it where a program is traced or
+compiled, and eagerly off ``KERNEL_PLATFORMS`` or on a GPU without CuPy
+(where the others run on the host). A traced call of an operator without
+one runs the same ``Call`` on NumPy views through ``jax.pure_callback``
+(``vmap_method="sequential"``), the output shapes read from the
+description built on the abstract shapes. Where the operator is linear for
+the dtypes, it is a ``jax.custom_vjp`` (named ``opendml_<op>`` in jaxprs)
+whose backward is the operator module's ``adjoint`` through the array API.
 """
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
 """The planner: an array's layout (shape, byte strides, element size) plus an
 operator call (``engine.Call``) become a validated description and its plan.
-
 The input is read where it lies: axes with negative strides are turned
-around so the lowest address is the plan's origin. Validated plans are kept
-in a bounded, thread-safe LRU cache keyed by (operator and its arguments,
-dtype, shape, strides). Framework-neutral: adapters pass plain tuples and
-NumPy dtypes.
+around so the lowest address is the plan's origin.
 
 The move cache: the family's Python-level call cache, behind the C call
 cache (``runtime.calls.move``), serving what that one cannot key (a NumPy
@@ -14,16 +10,13 @@ the C cache. A first call that succeeds is recorded under ``(function, its
 arguments frozen exactly, per input (dtype, shape, byte strides))``: the
 description, its move program, the outputs' shapes and dtypes and, with the
 compiled kernels, each pass's kernel and parameter bytes (``kernel_steps``),
-so a repeat allocates its outputs and replays the kernels; on the NumPy
-kernels only the description and lowering are reused.
+so a repeat allocates its outputs and replays the kernels.
 
 Never cached, so that no answer or error changes: a call that raised; an
-argument ``freeze`` cannot key exactly (``1``, ``1.0`` and ``True`` are three
-keys; ``-0.0`` is not ``0.0``); arrays that are not exactly ``numpy.ndarray``,
-of a non-native byte order, or copied first. Entries hold the CPU backend
-they were prepared on; every ``opendml.configure()`` empties the cache and
-``configure(call_cache=False)`` turns it off. Both caches are one LRU type
-(``_Lru``).
+argument ``freeze`` cannot key exactly; arrays that are not exactly
+``numpy.ndarray``, of a non-native byte order, or copied first. Entries
+hold the CPU backend they were prepared on; every ``opendml.configure()``
+empties the cache and ``configure(call_cache=False)`` turns it off.
 """
 from __future__ import annotations
 
@@ -222,17 +215,10 @@ def array_key(arrays):
     return tuple(key)
 
 
-class Entry:
-    """One recorded call: the CPU ``backend`` it was prepared on, ``desc``,
-    ``plan``, ``outs`` ((shape, dtype) each), ``offsets`` (per input, its
-    lowest element's byte offset from its data pointer) and ``steps``
-    (``kernel_steps``, or None: prepare again on each call)."""
-
-    __slots__ = ("backend", "desc", "plan", "outs", "offsets", "steps")
-
-    def __init__(self, backend, desc, plan, outs, offsets, steps):
-        self.backend, self.desc, self.plan, self.outs = backend, desc, plan, outs
-        self.offsets, self.steps = offsets, steps
+#: One recorded call: the CPU ``backend`` it was prepared on, ``desc``, ``plan``, ``outs`` ((shape, dtype)
+#: each), ``offsets`` (per input, its lowest element's byte offset from its data pointer) and ``steps``
+#: (``kernel_steps``, or None: prepare again on each call).
+Entry = collections.namedtuple("Entry", "backend desc plan outs offsets steps")
 
 
 class _Capture:
