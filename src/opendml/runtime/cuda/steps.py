@@ -9,15 +9,10 @@ neighbours merged) and go through the copy kernels below; ``Windows``,
 ``Gather`` and ``Scatter`` (the index-driven passes) are launched by
 ``index.py``: ``CudaBackend.record_move`` hands a plan holding them there, and
 ``move_steps`` alone refuses them by name. A padding program
-(PADDING/PADDING1: ``MovePlan.pad``) runs as one fused launch.
-
-Plain copies (same type, no map, no scale/bias) are widened to 16-byte words
-where layouts and pointers allow (``tuned.word_plan``): ``move_wcopy`` in 3
-dimensions and more, else ``strided_copy``; transposing ones go through
-``move_transpose`` (square tiles through shared memory) or ``move_tile``
-(SPACE_TO_DEPTH/DEPTH_TO_SPACE's small transposes); the others and every
-conversion, map or scale/bias through ``move_vec`` (``move_cvt`` for
-contiguous one-dimensional conversions); fills through ``move_fill``.
+(PADDING/PADDING1: ``MovePlan.pad``) runs as one fused launch. Plain copies
+take ``_plain_step``'s kernels; every conversion, map or scale/bias
+``move_vec`` (``move_cvt`` for contiguous one-dimensional conversions); fills
+``move_fill``.
 """
 from __future__ import annotations
 
