@@ -154,23 +154,15 @@ __device__ __forceinline__ bool ix_coordinate_of(const ix_axis& ax, u64 v, i64 e
 }
 
 // An INDEX_REVERSE_LENGTH value as ix_coordinate_of clamps it: in [0, bound].
-// The load and the clamp are apart (ix_length_bits: the value's bits widened,
-// the load alone in each branch; ix_clamp_length), so that a caller issues a
-// length's load, then other loads, and waits at the clamp once for all.
-__device__ __forceinline__ u64 ix_length_bits(const ix_axis& ax, u64 base, i64 at) {
-    switch (ax.type) {
-    case T_I32: return (u64)(i64)((const int*)base)[at];
-    case T_I64: return (u64)((const i64*)base)[at];
-    case T_U32: return (u64)((const u32*)base)[at];
-    default: return ((const u64*)base)[at];
-    }
-}
+// The load and the clamp are apart (ix_load, the load alone in each branch;
+// ix_clamp_length), so that a caller issues a length's load, then other
+// loads, and waits at the clamp once for all.
 __device__ __forceinline__ int ix_clamp_length(const ix_axis& ax, u64 v) {
     if ((ax.type == T_I32 || ax.type == T_I64) && (i64)v < 0) return 0;
     return v > (u64)ax.bound ? (int)ax.bound : (int)v;
 }
 __device__ __forceinline__ int ix_length(const ix_axis& ax, u64 base, i64 at) {
-    return ix_clamp_length(ax, ix_length_bits(ax, base, at));
+    return ix_clamp_length(ax, ix_load(ax, base, at));
 }
 
 // I ck: the coordinate of flat number r along dimension k of `sizes`, r
@@ -578,7 +570,7 @@ __global__ void __launch_bounds__(IX_THREADS, IX_TILE_BLOCKS) ix_reverse_tile(IX
                        (u64)((const W*)p.dst + db) % 8 == 0;
     // this thread's columns' lengths loaded while the set is staged (pairs: columns 2q and 2q + 1, else column kk)
     const i64 at = ab + (pairs ? 2 * ((int)threadIdx.x % (lo / 2)) : (int)threadIdx.x % lo) * ax.strides[NO - 1];
-    const u64 b0 = ix_length_bits(ax, p.idx[0], at), b1 = pairs ? ix_length_bits(ax, p.idx[0], at + ax.strides[NO - 1]) : 0;
+    const u64 b0 = ix_load(ax, p.idx[0], at), b1 = pairs ? ix_load(ax, p.idx[0], at + ax.strides[NO - 1]) : 0;
     ix_stage_columns<W, I, NO>(p, tile, sb);
     const int n0 = ix_clamp_length(ax, b0), n1 = ix_clamp_length(ax, b1);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -682,7 +674,7 @@ __global__ void __launch_bounds__(IX_THREADS, sizeof(W) == 8 ? 5 : IX_ROWS_BLOCK
     if ((int)threadIdx.x < g) {              // rows' loads are issued
         i64 sb, db, ab;
         ix_lead<I, NO - 2>(p, first + (I)threadIdx.x, sb, db, ab);
-        length = ix_length_bits(ax, p.idx[0], ab);
+        length = ix_load(ax, p.idx[0], ab);
         r_sb[threadIdx.x] = sb;
         r_db[threadIdx.x] = db;
         aligned = ((u64)((const W*)p.src + sb)) % 16 == 0;

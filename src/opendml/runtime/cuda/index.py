@@ -1,55 +1,36 @@
 """The index-driven passes of the move program (``plan.Gather``,
 ``plan.Scatter``) on CUDA: the kernels of ``index.cu`` and their launches.
 
-``index_move_steps`` builds, for a ``MovePlan`` holding such passes, the
-steps of the ``MoveLaunch`` ``CudaBackend.record_move`` caches and returns:
-its ``Copy``/``Fill`` passes run through the move program's launches, each
-``Gather``/``Scatter`` pass through these kernels, in the plan's order on the
-caller's stream.
-
+``index_move_steps`` builds the ``MoveLaunch`` steps of a plan holding such
+passes: its ``Copy``/``Fill`` runs through the move program's launches, each
+``Gather``/``Scatter`` pass an ``IndexPass``, in order on the caller's stream.
 A pass walks its outer positions (the leading dimensions that read an index,
-``cpu.numpy_kernels.outer_count``) and moves one block of inner words at each
-(widened to 16-byte words where the block, every offset, stride and address
-allow), ``ITEMS`` words a thread where the block has that many. Kernels are
-compiled per word size, index width and exact counts of outer dimensions,
-index axes and inner dimensions. How each kind runs:
+``cpu.numpy_kernels.outer_count``; every dimension where blocks of different
+destinations could overlap) and moves one block of inner words at each
+(widened to 16-byte words where everything allows), ``ITEMS`` words a thread.
+Kernels are compiled per word size, index width and exact counts of outer
+dimensions, index axes and inner dimensions. ``plan_pass`` picks the mode:
 
-* ``Gather``: the destination's words, each thread reading its position's
-  indices once (``ix_gather``; from ``POSITION_MIN`` positions on an
-  element-wise one moves ``POSITION_ITEMS`` a thread: ``ix_gather_positions``).
-  Element-wise gathers along rows run a block a row (``ix_gather_row``,
-  ``_row``); a reversal of subsequences along an earlier axis walks column
-  sets staged in shared memory (``ix_reverse_tile``: ``_column_walk``,
-  ``_tile``), one along rows moves whole 16-byte pieces in place or stages
-  rows (``ix_reverse_pieces``, ``ix_reverse_rows``: ``_pieces``, ``_rows``).
-  With ``last_only`` the positions' source blocks are numbered (``ix_keys``)
-  and stably sorted (CuPy's ``argsort``); a position that is not the last
-  (row-major) of its run writes 0.
-* ``Scatter`` of a constant (``value``), or whose positions all read one
-  source block (ONE_HOT's on value), without accumulation: every position
-  writes the same bytes, in any order (``ix_scatter``).
-* ``Scatter`` overwriting one word a position through one index axis
-  whose positions fall in groups (outer dimensions of destination stride 0,
-  moved last where they are not) each reaching its own segment of at most
-  ``GROUP_SLOTS`` words (``scatter_elements`` along any axis: a row, or a
-  column): one block a group, the owners in shared memory, then the owners
-  write (``ix_scatter_group``, one launch, no slot array).
-* ``Scatter`` overwriting, otherwise: each destination block's owner is the last
-  position reaching it (``ix_owner``: an ``atomicMax`` into a zeroed slot
-  array, the same result in any order), then only owners write; where the
-  slot array would be large (``OWNER_SLOTS``) the positions are sorted
-  instead, as for accumulation.
-* ``Scatter`` accumulating: the positions sorted stably by destination block,
-  then one thread per run and inner word (up to 16 bytes of contiguous
-  elements, each added on its own) adds the run's values in row-major order
-  of the positions (``ix_apply``): the CPU kernel's order and roundings, so
-  the same bytes as the CPU backend on every run.
+* gathers: ``ix_gather`` (``ix_gather_positions``, ``ix_gather_row``,
+  ``ix_reverse_*`` for element-wise ones: see ``_row``, ``_tile``, ``_pieces``,
+  ``_rows``); with ``last_only`` the positions' source blocks are keyed
+  (``ix_keys``) and stably sorted (CuPy's ``argsort``), and a position that is
+  not the last (row-major) of its run writes 0;
+* a scatter of a constant, or whose positions all read one source block
+  (ONE_HOT's on value), without accumulation: every position writes the same
+  bytes, in any order (``ix_scatter``);
+* an overwriting scatter: ``ix_scatter_group`` where ``_group`` applies; else
+  each destination block's owner is the last position reaching it (``ix_owner``:
+  an ``atomicMax`` into a zeroed slot array, the same result in any order),
+  then only owners write; where the slot array would be large
+  (``OWNER_SLOTS``) it sorts, as an accumulating one does;
+* an accumulating scatter: the positions sorted stably by destination block,
+  then a thread per run and inner word adds the run's values in row-major
+  order (``ix_apply``): the CPU kernel's order and roundings, the same bytes.
 
-Where blocks of different destinations could overlap (a lowering whose
-strides alias), every dimension is outer: each element is its own block.
 Scratch (slots, keys, order) comes from CuPy's allocator on the caller's
-stream, so a launch made here allocates device memory (unlike the move
-program's) and cannot be captured into a CUDA graph where it sorts.
+stream: a launch that sorts allocates device memory (unlike the move
+program's) and cannot be captured into a CUDA graph.
 
 Every access stays inside the bound ranges whatever the index values: the
 kernels turn each value into a coordinate inside ``[0, bound)`` exactly as
@@ -178,14 +159,11 @@ def _trailing_group(q, k: int) -> int:
 
 
 def _group(q, k: int) -> int:
-    """``_trailing_group``; where the outer dimensions of destination stride
-    0 come before others (``scatter_elements`` along an axis before the
-    last), the same with them moved last in their own order, ``q``'s outer
-    dimensions reordered so where that groups (one launch instead of an owner
-    table's zeroing and two): every position keeps its source, destination
-    and index, and of the positions reaching one word (members of one group,
-    which differ only along the moved dimensions) the last in row-major order
-    is still the group's last member."""
+    """``_trailing_group``, else the same with the outer dimensions of
+    destination stride 0 moved last (``scatter_elements`` along an axis
+    before the last), ``q`` reordered so where that groups: every position
+    keeps its source, destination and index, and the last in row-major order
+    of the positions reaching one word (members of one group) stays last."""
     members = _trailing_group(q, k)
     moved = [d for d in range(k) if q.sizes[d] > 1 and not q.dst_strides[d]]
     if members or not moved or q.naxes != 1:
@@ -204,10 +182,9 @@ def _group(q, k: int) -> int:
 
 def _tile(q, k: int, word: int) -> bool:
     """Whether a column-walked reversal (``_column_walk``'s order) runs as
-    ``ix_reverse_tile``: one reversing index axis along dimension k - 2 of
-    source stride 0 and of the axis's size, the last dimension's lo words
-    dividing a block's threads, the length the same along the reversed axis,
-    bound x lo words in TILE_SMEM; sets ``q.members`` (positions a block)."""
+    ``ix_reverse_tile``, a block staging the whole reversed axis (k - 2) of
+    the last dimension's lo words in TILE_SMEM; sets ``q.members``
+    (positions a block)."""
     if k < 2 or q.naxes != 1:
         return False
     ax, lo = q.axes[0], q.sizes[k - 1]
@@ -221,8 +198,7 @@ def _tile(q, k: int, word: int) -> bool:
 
 def _along_rows(q, k: int) -> bool:
     """Whether an element-wise gather reverses along the last outer
-    dimension (one length a row: the index axis reverses along k - 1, of
-    length stride 0 there, source stride 0, the axis's size)."""
+    dimension, one length a row."""
     if not REVERSE_ROWS or k < 1 or q.naxes != 1:
         return False
     ax = q.axes[0]
@@ -231,10 +207,9 @@ def _along_rows(q, k: int) -> bool:
 
 
 def _pieces(q, k: int, word: int) -> int:
-    """16-byte pieces a block where a reversal along rows (``_along_rows``)
-    runs as ``ix_reverse_pieces``, else 0: rows of whole 16-byte pieces of
-    2-, 4- or 8-byte words, contiguous on both sides, shorter than
-    ``ix_reverse_rows`` takes (32 words); REVERSE_ROWS bytes a block."""
+    """16-byte pieces a block (REVERSE_ROWS bytes) where a reversal along
+    rows runs as ``ix_reverse_pieces`` (rows of whole 16-byte pieces,
+    contiguous on both sides, under 32 words), else 0."""
     if word not in (2, 4, 8) or not _along_rows(q, k) or q.sizes[k - 1] >= 32 or q.sizes[k - 1] * word % 16 or \
             q.axes[0].stride != 1 or q.dst_strides[k - 1] != 1:
         return 0
@@ -243,9 +218,9 @@ def _pieces(q, k: int, word: int) -> int:
 
 
 def _rows(q, k: int, word: int) -> int:
-    """Rows a block where a reversal along rows (``_along_rows``) runs as
-    ``ix_reverse_rows``, else 0: rows of at least 32 words, as many whole
-    rows (each padded to 16 bytes) as fit REVERSE_ROWS bytes, up to 64."""
+    """Rows a block where a reversal along rows of at least 32 words runs
+    as ``ix_reverse_rows`` (as many, padded to 16 bytes, as fit REVERSE_ROWS
+    bytes, up to 64), else 0."""
     n = q.sizes[k - 1] if k >= 1 else 0
     if not _along_rows(q, k) or n < 32 or q.n_outer // n > 2**31 - 1:
         return 0
@@ -270,22 +245,19 @@ def _row(q, k: int, word: int) -> int:
 def _column_walk(q, k: int, word: int, nbytes: int = 32) -> int:
     """Reorder (in ``q``) the outer dimensions of an element-wise gather that
     reverses subsequences along an outer dimension r before the last: r moves
-    next to the last dimension, which splits into (n / lo, lo) with lo words
-    of 32 bytes where it divides, so the threads of a block walk one narrow
-    column set down the whole reversed axis (row-major over
-    (..., n / lo, r, lo)); lo words of ``nbytes`` bytes (a staged tile:
-    128, whole lines). Each position still writes its own element (a
-    gather's result does not depend on the order), but the source elements
-    of one 32-byte sector, read at different reversed rows by neighbouring
-    columns of random lengths, are now read by neighbouring blocks while the
-    sector is in cache instead of once each at rows far apart in time.
-    Returns the new outer rank."""
+    next to the last dimension, which splits into (n / lo, lo), lo words of
+    ``nbytes`` bytes, where it divides, so a block's threads walk one narrow
+    column set down the whole reversed axis. Each position still writes its
+    own element, but the source elements of one 32-byte sector, read at
+    different reversed rows by neighbouring columns of random lengths, are
+    now read by neighbouring blocks while the sector is in cache instead of
+    at rows far apart in time. Returns the new outer rank."""
     rs = {q.axes[a].axis for a in range(q.naxes) if q.axes[a].mode == 1}
     if len(rs) != 1 or not 0 <= (r := rs.pop()) < k - 1 or q.sizes[r] < 2:
         return k
     dims = [(q.sizes[d], q.src_strides[d], q.dst_strides[d], [q.axes[a].strides[d] for a in range(q.naxes)], d)
             for d in range(k)]
-    n, ss, ds, xs, last = dims[-1]
+    n, ss, ds, xs, _ = dims[-1]
     lo = max(1, nbytes // word)
     if n > lo and n % lo == 0:
         tail = [(n // lo, ss * lo, ds * lo, [t * lo for t in xs], -1), dims[r], (lo, ss, ds, xs, -1)]
@@ -311,8 +283,7 @@ def _inner(sizes, ss, ds):
     out: list = []
     for n, a, b in dims:
         if out and out[-1][1] == a * n and out[-1][2] == b * n:
-            m = out[-1][0]
-            out[-1] = (m * n, a, b)
+            out[-1] = (out[-1][0] * n, a, b)
         else:
             out.append((n, a, b))
     return out

@@ -234,17 +234,22 @@ class Launch:
     structure in host memory, owned here and passed by value: each
     ``cuLaunchKernel`` copies its bytes), the grid, and the driver's argument
     array whose two pointer slots are rewritten per call.
-    ``launch(src_ptr, dst_ptr, stream_ptr)`` queues it."""
+    ``launch(src_ptr, dst_ptr, stream_ptr)`` queues it. ``function_ptr``: the
+    kernel's CUfunction; ``params_ptr``: the HOST address of the parameter
+    structure (alive while this Launch is), which native/cuda_launch.c
+    passes as the launch's third argument; ``via``: "native", "driver" or
+    "cupy" (``LAUNCH_VIA``, where available)."""
 
     __slots__ = ("name", "blocks", "smem", "function", "params", "plan", "backend", "_src", "_dst", "_argv",
-                 "_call", "_lock", "_via", "_fast", "_fn", "_pptr", "_cupy_launch")
+                 "_call", "_lock", "_via", "_fast", "function_ptr", "params_ptr", "via")
+    threads = THREADS                 # threads a CUDA block
 
     def __init__(self, backend, plan, name, kernel, params, blocks, smem, via):
         self.backend, self.plan, self.name = backend, plan, name
         self.function, self.params = kernel, params
         self.blocks, self.smem = blocks, smem
         self._lock = threading.Lock()
-        self._fn, self._pptr = kernel.ptr, ctypes.addressof(params)
+        self.function_ptr, self.params_ptr = kernel.ptr, ctypes.addressof(params)
         drv = _driver() if via in ("native", "driver") else None
         self._via = "cupy" if drv is None else "driver"
         # The same cuLaunchKernel from opendml's C extension: no per-call
@@ -252,41 +257,43 @@ class Launch:
         # The ctypes objects of the other routes are made on their first use
         # (_slow): a launch made for one new shape is usually never retried.
         self._fast = _fast_launch() if drv is not None and via == "native" else None
-        self._call = self._argv = self._src = self._dst = self._cupy_launch = None
+        self.via = "native" if self._fast is not None else self._via
+        self._call = self._argv = self._src = self._dst = None
 
     def _slow(self):
         """The ctypes route's objects, made once: the two pointer slots, the
         driver's argument array (the address of each argument's value; the
         third is the parameter structure itself, by value) and the bound
-        ``cuLaunchKernel`` (None on CuPy's route). Called with ``_lock`` held."""
+        ``cuLaunchKernel`` ``_call(stream, argv, extra)`` (on CuPy's route,
+        its binding of it). Called with ``_lock`` held."""
         if self._argv is None:
             self._src, self._dst = ctypes.c_uint64(0), ctypes.c_uint64(0)
-            self._cupy_launch = self.backend.cupy.cuda.driver.launchKernel
             if self._via == "driver":
                 u = ctypes.c_uint
-                self._call = functools.partial(_driver()[0], ctypes.c_void_p(self._fn), u(self.blocks), u(1), u(1),
-                                               u(THREADS), u(1), u(1), u(self.smem))
-            self._argv = (ctypes.c_void_p * 3)(ctypes.addressof(self._src), ctypes.addressof(self._dst), self._pptr)
+                self._call = functools.partial(_driver()[0], ctypes.c_void_p(self.function_ptr), u(self.blocks), u(1),
+                                               u(1), u(THREADS), u(1), u(1), u(self.smem))
+            else:
+                launch = self.backend.cupy.cuda.driver.launchKernel
+                self._call = lambda stream, argv, _: launch(self.function_ptr, self.blocks, 1, 1, THREADS, 1, 1,
+                                                            self.smem, stream, ctypes.addressof(argv), 0)
+            self._argv = (ctypes.c_void_p * 3)(ctypes.addressof(self._src), ctypes.addressof(self._dst),
+                                               self.params_ptr)
 
     def __call__(self, src_ptr: int, dst_ptr: int, stream_ptr: int = 0) -> None:
         if not self.blocks:
             return
         if self._fast is not None:
-            rc = self._fast(self._fn, self.blocks, THREADS, self.smem, stream_ptr, src_ptr, dst_ptr, self._pptr)
+            rc = self._fast(self.function_ptr, self.blocks, THREADS, self.smem, stream_ptr, src_ptr, dst_ptr,
+                            self.params_ptr)
             if rc:
                 self._retry(rc, src_ptr, dst_ptr, _stream_arg(stream_ptr))
             return
         if self._via == "cupy":             # CuPy's binding of cuLaunchKernel
-            with self._lock:
-                self._slow()
-                self._src.value = src_ptr
-                self._dst.value = dst_ptr
-                try:
-                    self._cupy_launch(self._fn, self.blocks, 1, 1, THREADS, 1, 1, self.smem, stream_ptr,
-                                      ctypes.addressof(self._argv), 0)
-                except self.backend.cupy.cuda.driver.CUDADriverError as exc:
-                    raise RuntimeError(f"opendml CUDA: launching {self.name} (grid {self.blocks}, {self.smem} "
-                                       f"bytes of shared memory) failed: {exc}") from None
+            try:
+                self._driver_launch(src_ptr, dst_ptr, stream_ptr)
+            except self.backend.cupy.cuda.driver.CUDADriverError as exc:
+                raise RuntimeError(f"opendml CUDA: launching {self.name} (grid {self.blocks}, {self.smem} "
+                                   f"bytes of shared memory) failed: {exc}") from None
             return
         stream = _STREAM_ARGS.get(stream_ptr)
         if stream is None:
@@ -296,8 +303,8 @@ class Launch:
             self._retry(rc, src_ptr, dst_ptr, stream)
 
     def _driver_launch(self, src_ptr, dst_ptr, stream) -> int:
-        """cuLaunchKernel through ctypes, the two pointer slots rewritten
-        under the lock: the driver's return code."""
+        """cuLaunchKernel (``_call``), the two pointer slots rewritten under
+        the lock: the driver's return code (CuPy's route raises instead)."""
         with self._lock:
             self._slow()
             self._src.value = src_ptr
@@ -321,27 +328,6 @@ class Launch:
         if rc:
             raise RuntimeError(f"opendml CUDA: launching {self.name} (grid {self.blocks}, {self.smem} bytes of "
                                f"shared memory) failed: {_error_name(rc)}")
-
-    @property
-    def via(self) -> str:
-        return "native" if self._fast is not None else self._via
-
-    @property
-    def function_ptr(self) -> int:
-        """The compiled kernel's CUfunction handle."""
-        return self._fn
-
-    @property
-    def params_ptr(self) -> int:
-        """The HOST address of the parameter structure (owned by this Launch,
-        alive while it is): the launch's third argument, copied by value by
-        each cuLaunchKernel (native/cuda_launch.c takes it so)."""
-        return self._pptr
-
-    @property
-    def threads(self) -> int:
-        """Threads per CUDA block."""
-        return THREADS
 
 
 # -- launches made in C (calls_move_new.c's call_cache_move_new) ---------------------

@@ -9,15 +9,10 @@ neighbours merged) and go through the copy kernels below; ``Windows``,
 ``Gather`` and ``Scatter`` (the index-driven passes) are launched by
 ``index.py``: ``CudaBackend.record_move`` hands a plan holding them there, and
 ``move_steps`` alone refuses them by name. A padding program
-(PADDING/PADDING1: ``MovePlan.pad``) runs as one fused launch.
-
-Plain copies (same type, no map, no scale/bias) are widened to 16-byte words
-where layouts and pointers allow (``tuned.word_plan``): ``move_wcopy`` in 3
-dimensions and more, else ``strided_copy``; transposing ones go through
-``move_transpose`` (square tiles through shared memory) or ``move_tile``
-(SPACE_TO_DEPTH/DEPTH_TO_SPACE's small transposes); the others and every
-conversion, map or scale/bias through ``move_vec`` (``move_cvt`` for
-contiguous one-dimensional conversions); fills through ``move_fill``.
+(PADDING/PADDING1: ``MovePlan.pad``) runs as one fused launch. Plain copies
+take ``_plain_step``'s kernels; every conversion, map or scale/bias
+``move_vec`` (``move_cvt`` for contiguous one-dimensional conversions); fills
+``move_fill``.
 """
 from __future__ import annotations
 
@@ -202,6 +197,12 @@ def _magic(d: int) -> tuple[int, int]:
     return ((1 << 32) * ((1 << s) - d)) // d + 1, s
 
 
+def _index(bound: int) -> str:
+    """The kernels' index type I where flat indices (and the grid's last
+    threads' overshoot) stay below ``bound``: 32-bit under 2^31."""
+    return "u32" if bound < 2**31 else "u64"
+
+
 def _i64(v: int) -> int:
     """An unsigned 64-bit pattern as the signed value a c_int64 field holds."""
     v &= (1 << 64) - 1
@@ -279,28 +280,18 @@ def _tile_pass(k: _Pass, es: int):
     if nd < 2 or nd + 1 > P.MAX_MOVE_RANK or dims[-1][2] != 1:
         return None
     L = nd - 1
-    pick = None
     if 2 <= dims[L][0] <= 8 and dims[L - 1][1] == 1 and dims[L - 1][2] == dims[L][0]:
         pick = (L, L - 1)                                      # X innermost, Y the next
     else:
-        for x in range(L):
-            if 2 <= dims[x][0] <= 8 and dims[x][1] == 1 and dims[L][1] == dims[x][0]:
-                pick = (x, L)
-                break
+        pick = next(((x, L) for x in range(L) if 2 <= dims[x][0] <= 8 and dims[x][1] == 1
+                     and dims[L][1] == dims[x][0]), None)
     if pick is None:
         return None
     x, y = pick
     if dims[y][0] % V:
         return None
     R = dims[x][0]
-    group = []
-    for i, d in enumerate(dims):
-        if i == x:
-            continue
-        if i == y:
-            group.append([d[0] // V, d[1] * V, d[2] * V, 0, 0, 0])
-        else:
-            group.append(list(d))
+    group = [[d[0] // V, d[1] * V, d[2] * V, 0, 0, 0] if i == y else list(d) for i, d in enumerate(dims) if i != x]
     g = _Pass(False, k.src, k.dst, group, k.src_offset, k.dst_offset, k.st, k.dt)
     return g, R, V, dims[x], dims[y]
 
@@ -422,9 +413,8 @@ def _pad_step(plan: MovePlan, how: str, sms):
             U, minb = PAD_WORDS
             blocks = math.ceil((k.count // (16 // es) + 2) / (THREADS * U))
             return f"move_padw<{_SCALAR[es]}, {nd}, {U}, {minb}>", move_params(k), (blocks,), 0, k.src, k.dst
-    index = "u32" if rows + 8 < 2**31 else "u64"
-    return (f"move_pad<{_SCALAR[es]}, {nd}, {index}>", move_params(k), (math.ceil(rows / (THREADS // 32)),), 0,
-            k.src, k.dst)
+    return (f"move_pad<{_SCALAR[es]}, {nd}, {_index(rows + 8)}>", move_params(k),
+            (math.ceil(rows / (THREADS // 32)),), 0, k.src, k.dst)
 
 
 def _plain_step(k: _Pass, slots):
@@ -458,9 +448,8 @@ def _plain_step(k: _Pass, slots):
             count = math.prod(d[0] for d in dims)
             q = move_params(_Pass(False, k.src, k.dst, dims + reps, wp.in_offset, wp.out_offset, k.st, k.dt))
             q.count = count
-            index = "u32" if count + THREADS * U < 2**31 else "u64"
-            return (f"move_wcopy<{len(dims)}, {index}, {U}, {len(reps)}>", q, (math.ceil(count / (THREADS * U)),),
-                    0, k.src, k.dst)
+            return (f"move_wcopy<{len(dims)}, {_index(count + THREADS * U)}, {U}, {len(reps)}>", q,
+                    (math.ceil(count / (THREADS * U)),), 0, k.src, k.dst)
         if via == "strided_copy" or (not tile and (w >= 16 or rev or pick)):
             return (*_copy_launch(cp, src_ptr, dst_ptr, src_n), k.src, k.dst)
     tr = _transpose_pass(k)
@@ -471,8 +460,7 @@ def _plain_step(k: _Pass, slots):
                 k.src, k.dst)
     if tile is not None:
         g, R, V, X, Y = tile
-        index = "u32" if g.count + THREADS < 2**31 else "u64"
-        return (f"move_tile<{_SCALAR[es]}, {len(g.dims)}, {index}, {R}, {V}>",
+        return (f"move_tile<{_SCALAR[es]}, {len(g.dims)}, {_index(g.count + THREADS)}, {R}, {V}>",
                 _extra_dims(g, X, [0, *Y[1:]], False), (math.ceil(g.count / THREADS),), 0, k.src, k.dst)
     return (*_copy_launch(cp, src_ptr, dst_ptr, src_n), k.src, k.dst) if copy else None
 
@@ -483,8 +471,7 @@ def _pass_step(k: _Pass, slots):
     des = DataType(k.dt).size
     if k.fill:
         items = _move_items(des, des)
-        index = "u32" if count + THREADS * items < 2**31 else "u64"
-        return (f"move_fill<{_SCALAR[des]}, {nd}, {index}, {items}>", move_params(k),
+        return (f"move_fill<{_SCALAR[des]}, {nd}, {_index(count + THREADS * items)}, {items}>", move_params(k),
                 (math.ceil(count / (THREADS * items)),), 0, -1, k.dst)
     maps = any(d[3] for d in k.dims)
     conv = k.st != k.dt or k.sb is not None
@@ -497,15 +484,14 @@ def _pass_step(k: _Pass, slots):
     sb = int(k.sb is not None)
     if conv and not maps and CVT_UNROLL > 0 and nd == 1 and k.dims[0][1] == 1 and k.dims[0][2] == 1:
         U, flags = CVT_UNROLL, CVT_FLAGS
-        index = "u32" if count + THREADS * V * U < 2**31 else "u64"
+        index = _index(count + THREADS * V * U)
         grid = math.ceil(count / (THREADS * V * U))
         if flags & 2 and slots.sms:
             grid = min(grid, slots.sms * (8 if U <= 2 else 4))
         name = f"move_cvt<{_SCALAR[ses]}, {_SCALAR[des]}, {index}, {V}, {k.st}, {k.dt}, {sb}, {U}, {flags}>"
         return name, move_params(k), (grid,), 0, k.src, k.dst
-    index = "u32" if count + THREADS * V < 2**31 else "u64"
-    name = f"move_vec<{_SCALAR[ses]}, {_SCALAR[des]}, {nd}, {index}, {V}, {k.st}, {k.dt}, {sb}, {int(maps)}>"
-    return name, move_params(k), (math.ceil(count / (THREADS * V)),), 0, k.src, k.dst
+    name = f"move_vec<{_SCALAR[ses]}, {_SCALAR[des]}, {nd}, {_index(count + THREADS * V)}, {V}, {k.st}, {k.dt}, {sb}"
+    return f"{name}, {int(maps)}>", move_params(k), (math.ceil(count / (THREADS * V)),), 0, k.src, k.dst
 
 
 def _index_step(q, slots):
