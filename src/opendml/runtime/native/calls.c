@@ -464,70 +464,50 @@ int torch_plain_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     return torch_key_info(k, &in);
 }
 
-/* Whether the current CUDA device is `device` (the launches need it current). */
-static int torch_device_is(int64_t device) {
-    if (tapi) {
-        int64_t d = tapi->current_device();
-        if (d < 0) drop_error();
-        return d == device;
-    }
-    return equals(PyObject_CallNoArgs(t_device), device);
-}
-
-/* The current stream of CUDA device `device`: 0, or -1 with an exception. */
-static int torch_stream(int64_t device, uint64_t *stream) {
-    if (tapi) return tapi->current_stream(device, stream);
-    PyObject *dev = PyLong_FromLongLong(device);
-    if (!dev) return -1;
-    int rc = stream_of(PyObject_CallOneArg(t_raw_stream, dev), stream);
-    Py_DECREF(dev);
-    return rc;
-}
-
-/* With PyTorch's accessors, x.new_empty(shape, dtype=dtype) (dtype NULL: x's) as a new reference, its data pointer in
- * *dst; NULL with the allocator's exception; NULL and no exception where there are no accessors or the shape is not
- * one they take (the caller allocates through Python). */
-static PyObject *tapi_empty(PyObject *x, PyObject *shape, PyObject *dtype, int64_t *dst) {
-    int64_t sizes[MAX_RANK];
-    int nd;
-    if (!tapi || odml_int_seq(shape, MAX_RANK, sizes, &nd)) return NULL;   /* (exact ints, as every shape here) */
-    uint64_t d = 0;
-    PyObject *out = tapi->empty(x, sizes, nd, dtype, &d);
-    *dst = (int64_t)d;
-    return out;
-}
-
-/* A new output of o's shape, dtype `dtype` (NULL: x's), beside tensor x (torch) or from CuPy: a new
- * reference, its device address in *dst and *placed set where that is in o's alignment class; NULL with the
- * allocator's exception. */
+/* A new output of o's shape, dtype `dtype` (NULL: x's), beside tensor x (torch: x.new_empty(shape, dtype=dtype), through
+ * PyTorch's accessors where they take the shape) or from CuPy: a new reference, its device address in *dst and
+ * *placed set where that is in o's alignment class; NULL with the allocator's exception. */
 PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int64_t *dst, int *placed) {
     PyObject *out;
-    int through_python = 1;
-    if (torch) {
-        out = tapi_empty(x, o->shape, dtype, dst);
-        through_python = !out && !PyErr_Occurred();
-        if (through_python && dtype) {
-            PyObject *call[3] = {x, o->shape, dtype};
-            out = PyObject_VectorcallMethod(s_new_empty, call, 2, s_dtype_kw);
-        } else if (through_python) {
-            out = PyObject_CallMethodOneArg(x, s_new_empty, o->shape);
-        }
+    int64_t sizes[MAX_RANK];
+    int nd;
+    if (torch && tapi && !odml_int_seq(o->shape, MAX_RANK, sizes, &nd)) {   /* (exact ints, as every shape here) */
+        uint64_t d = 0;
+        out = tapi->empty(x, sizes, nd, dtype, &d);
+        *dst = (int64_t)d;
+        *placed = out && (d & 15) == o->dst_align;
+        return out;
+    }
+    if (torch && dtype) {
+        PyObject *call[3] = {x, o->shape, dtype};
+        out = PyObject_VectorcallMethod(s_new_empty, call, 2, s_dtype_kw);
+    } else if (torch) {
+        out = PyObject_CallMethodOneArg(x, s_new_empty, o->shape);
     } else {
         out = PyObject_CallFunctionObjArgs(c_empty, o->shape, dtype, NULL);
     }
-    *placed = out && (through_python ? output_address(o, out, torch, dst) == 0 : ((uint64_t)*dst & 15) == o->dst_align);
+    *placed = out && output_address(o, out, torch, dst) == 0;
     return out;                                     /* (an owner table is zeroed by cuda_entry_launch, on its stream) */
 }
 
 /* Whether CUDA device `device` is PyTorch's (torch) or CuPy's current one: the launches need it current (the
  * Python route makes it so). */
 int cuda_device_is(int torch, int64_t device) {
-    return torch ? torch_device_is(device) : equals(PyObject_CallNoArgs(c_device), device);
+    if (!torch || !tapi) return equals(PyObject_CallNoArgs(torch ? t_device : c_device), device);
+    const int64_t d = tapi->current_device();
+    if (d < 0) drop_error();
+    return d == device;
 }
 
 /* The current stream of CUDA device `device` (torch), or CuPy's: 0, or -1 with an exception. */
 int cuda_stream(int torch, int64_t device, uint64_t *stream) {
-    return torch ? torch_stream(device, stream) : stream_of(PyObject_CallNoArgs(c_stream), stream);
+    if (!torch) return stream_of(PyObject_CallNoArgs(c_stream), stream);
+    if (tapi) return tapi->current_stream(device, stream);
+    PyObject *dev = PyLong_FromLongLong(device);
+    if (!dev) return -1;
+    const int rc = stream_of(PyObject_CallOneArg(t_raw_stream, dev), stream);
+    Py_DECREF(dev);
+    return rc;
 }
 
 /* An eager entry's callable records the call with opendml's autograd node and runs its kernel
@@ -550,27 +530,19 @@ PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
 /* -- NumPy and CuPy arrays (CuPy's dtypes are NumPy's) --------------------------------------------- */
 
 #ifdef ODML_NUMPY
-/* A CuPy array's key words (dtype, shape, strides, device, alignment class), its dtype, device and address. */
-int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr) {
+/* A CuPy array's key words (dtype, shape, strides, device, alignment class), its device and address. */
+int cupy_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     int64_t p;
-    if (!numpy_ready) return -1;
-    *dtype = PyObject_GetAttr(x, s_dtype);
-    if (!*dtype || !PyArray_DescrCheck(*dtype)) {
-        drop_error();
-        return -1;
-    }
-    PyArray_Descr *d = (PyArray_Descr *)*dtype;
+    PyObject *dtype = numpy_ready ? PyObject_GetAttr(x, s_dtype) : NULL;
+    PyArray_Descr *d = (PyArray_Descr *)dtype;
     /* CuPy allows byte-swapped dtypes, which opendml rejects on the Python route */
-    if (!PyArray_ISNBO(d->byteorder) || put(k, d->type_num) < 0 || put(k, PyDataType_ELSIZE(d)) < 0
-            || key_layout(k, x, 0) < 0)
-        return -1;
-    PyObject *mem = PyObject_GetAttr(x, s_data);
-    if (!mem) {
-        drop_error();
-        return -1;
-    }
-    int rc = int_of(mem, s_ptr, 0, &p) < 0 || int_of(mem, s_device_id, 0, device) < 0 ? -1 : 0;
-    Py_DECREF(mem);
+    int rc = dtype && PyArray_DescrCheck(dtype) && PyArray_ISNBO(d->byteorder) && put(k, d->type_num) == 0
+             && put(k, PyDataType_ELSIZE(d)) == 0 ? key_layout(k, x, 0) : -1;
+    Py_XDECREF(dtype);
+    PyObject *mem = rc < 0 ? NULL : PyObject_GetAttr(x, s_data);
+    rc = mem && int_of(mem, s_ptr, 0, &p) == 0 && int_of(mem, s_device_id, 0, device) == 0 ? 0 : -1;
+    Py_XDECREF(mem);
+    if (PyErr_Occurred()) drop_error();
     if (rc < 0) return -1;
     *ptr = (uint64_t)p;
     return put(k, *device) < 0 || put(k, (int64_t)(*ptr & 15)) < 0 ? -1 : 0;
@@ -636,15 +608,13 @@ PyObject *odml_py_call_cache_call(PyObject *self, PyObject *const *args, Py_ssiz
     (void)self;
 #ifdef ODML_NUMPY
     if (!enabled || nargs < 2 || !table || !numpy_ready) Py_RETURN_NONE;
-    PyObject *result;
     PyTypeObject *type = Py_TYPE(args[1]);
-    /* the move program's entries of every operator (calls_move.c), as call_cache_move finds them; a NumPy array's
-     * miss served as a new shape where numpy_plain can */
-    if (t_type && type == (PyTypeObject *)t_type) result = torch_call(args, nargs);
-    else if (type == &PyArray_Type) return numpy_move(args, nargs, 1);
-    else if (c_type && type == (PyTypeObject *)c_type) result = cuda_move(args, nargs, 0);
-    else Py_RETURN_NONE;
-    return with_deferred(result);                  /* a KeyboardInterrupt met in a hook is raised now */
+    /* the move program's entries of every operator (calls_move.c), as call_cache_move finds them, of one array; a
+     * NumPy array's miss served as a new shape where numpy_plain can */
+    if (type == &PyArray_Type) return numpy_move(args, nargs, 1);
+    if ((t_type && type == (PyTypeObject *)t_type) || (c_type && type == (PyTypeObject *)c_type))
+        return odml_py_call_cache_move(self, args, nargs);
+    Py_RETURN_NONE;
 #else
     (void)args; (void)nargs;
     Py_RETURN_NONE;

@@ -644,18 +644,9 @@ static int cuda_output(int torch, PyObject *in0, int64_t t, int rank, const int6
     return 0;
 }
 
-/* kernels' table of compiled functions for `device` (launch.new_kernels()[device]), a new reference, held by the
- * caller (an allocation may run Python code that replaces it); NULL with no exception where it has none yet (every
- * name missing), NULL with one on an error. */
-static PyObject *kernel_table(PyObject *kernels, int64_t device) {
-    PyObject *dev = PyLong_FromLongLong(device);
-    PyObject *table = Py_XNewRef(dev ? PyDict_GetItemWithError(kernels, dev) : NULL);
-    Py_XDECREF(dev);
-    return table;
-}
-
-/* Kernel `name`'s function in `table` (kernel_table's) in *fn: 0; 1 where the table lacks it (*result its name: the
- * caller compiles it and calls again; NULL with an exception where even that fails); -1 with an exception. */
+/* Kernel `name`'s function in `table` (a device's compiled functions; NULL: none yet) in *fn: 0; 1 where the table
+ * lacks it (*result its name: the caller compiles it and calls again; NULL with an exception where even that fails);
+ * -1 with an exception. */
 static int kernel_function(PyObject *table, const char *name, uint64_t *fn, PyObject **result) {
     /* the names looked up as str objects held here, by a hash of their bytes (a process launches a few dozen
      * kernels): not a str made, hashed and dropped at each launch */
@@ -683,24 +674,6 @@ static int kernel_function(PyObject *table, const char *name, uint64_t *fn, PyOb
     }
     *fn = PyLong_AsUnsignedLongLong(f);
     return PyErr_Occurred() ? -1 : 0;
-}
-
-/* Whether the inputs in[0..n) still read as their words in the call's key k (input i's from at[i]: cuda_move_key's)
- * and lie at ptr: an allocation may have run Python code that changed one (x.set_(), x.resize_()). The call's own
- * words (operator, arguments) are not read again: the lowering read them before. */
-static int inputs_still_keyed(const Key *k, const int *at, int torch, PyObject **in, int n, const uint64_t *ptr) {
-    for (int i = 0; i < n; i++) {
-        Key now;
-        int64_t device;
-        uint64_t p;
-        PyObject *dtype = NULL;
-        const int end = i + 1 < n ? at[i + 1] : k->n;
-        now.n = 0;
-        const int rc = torch ? torch_key(&now, in[i], &device, &p) : cupy_key(&now, in[i], &dtype, &device, &p);
-        Py_XDECREF(dtype);
-        if (rc < 0 || p != ptr[i] || now.n != end - at[i] || !same_words(now.w, k->w + at[i], now.n)) return 0;
-    }
-    return 1;
 }
 
 /* A never-seen shape on PyTorch CUDA tensors (torch 1) or CuPy arrays (torch 0) of a call whose inputs are xo (an
@@ -755,7 +728,12 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     }
     if (how->lower(how, &c, cargs, ncargs, g) || g->n_out > MAX_MOVE_IO) goto route;
     if (!cuda_device_is(torch, device)) goto route;
-    if (!(table_of = kernel_table(PyTuple_GET_ITEM(conf, 0), device)) && PyErr_Occurred()) goto done;
+    /* the device's table of compiled functions (launch.new_kernels()[device]), held: an allocation may run Python
+     * code that replaces it */
+    PyObject *dev = PyLong_FromLongLong(device);
+    table_of = Py_XNewRef(dev ? PyDict_GetItemWithError(PyTuple_GET_ITEM(conf, 0), dev) : NULL);
+    Py_XDECREF(dev);
+    if (!table_of && PyErr_Occurred()) goto done;
     for (int i = 0, rc; i < g->n_out; i++)
         if ((rc = cuda_output(torch, in[0], g->out_type[i], g->out_rank[i], g->out_dims[i], 0, i, shapes, dtypes, outs,
                               dsts, &result)))
