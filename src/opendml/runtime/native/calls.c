@@ -126,9 +126,11 @@ int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t n
     return 0;
 }
 
-/* A tuple of at most MAX_RANK ints (sizes or strides), with its length first. */
-static int key_tuple(Key *k, PyObject *t) {
-    if (!t || !PyTuple_Check(t) || PyTuple_GET_SIZE(t) > MAX_RANK || put(k, PyTuple_GET_SIZE(t)) < 0) return -1;
+/* A tuple of at most MAX_RANK ints (sizes or strides): with its length first (n < 0), or of n items. */
+static int key_tuple(Key *k, PyObject *t, Py_ssize_t n) {
+    if (!t || !PyTuple_Check(t) || PyTuple_GET_SIZE(t) > MAX_RANK
+            || (n < 0 ? put(k, PyTuple_GET_SIZE(t)) < 0 : PyTuple_GET_SIZE(t) != n))
+        return -1;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {
         PyObject *item = PyTuple_GET_ITEM(t, i);
         if (!PyLong_Check(item)) return -1;
@@ -148,13 +150,13 @@ static PyObject *strides_of(PyObject *x, int torch) {
     return torch ? PyObject_CallMethodNoArgs(x, s_stride) : PyObject_GetAttr(x, s_strides);
 }
 
-/* x's shape and strides (strides_of's) as key_tuple's words: 0, or -1 with no exception left. */
+/* x's shape and strides (strides_of's) as put_layout's words: 0, or -1 with no exception left. */
 static int key_layout(Key *k, PyObject *x, int torch) {
     PyObject *shape = PyObject_GetAttr(x, s_shape);
-    int rc = key_tuple(k, shape);
-    Py_XDECREF(shape);
+    int rc = key_tuple(k, shape, -1);
     PyObject *strides = rc < 0 ? NULL : strides_of(x, torch);
-    rc = rc < 0 ? -1 : key_tuple(k, strides);
+    rc = rc < 0 ? -1 : key_tuple(k, strides, PyTuple_GET_SIZE(shape));
+    Py_XDECREF(shape);
     Py_XDECREF(strides);
     if (PyErr_Occurred()) drop_error();
     return rc;
@@ -400,12 +402,9 @@ static PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword */
 
 /* The key words of a tensor the accessors described (torch_key's, below). */
 static int torch_key_info(Key *k, const odml_torch_info *in) {
-    if (in->device < -1 || put(k, (int64_t)(intptr_t)in->dtype) < 0 || put(k, in->ndim) < 0) return -1;
-    for (int i = 0; i < in->ndim; i++)
-        if (put(k, in->sizes[i]) < 0) return -1;
-    if (put(k, in->ndim) < 0) return -1;
-    for (int i = 0; i < in->ndim; i++)
-        if (put(k, in->strides[i]) < 0) return -1;
+    if (in->device < -1 || put(k, (int64_t)(intptr_t)in->dtype) < 0
+            || put_layout(k, in->ndim, in->sizes, in->strides, 1) < 0)
+        return -1;
     return put(k, in->device) < 0 || put(k, in->device < 0 ? 0 : (int64_t)(in->data_ptr & 15)) < 0 ? -1 : 0;
 }
 
@@ -562,15 +561,11 @@ int plain_args(PyObject *const *args, const char *spec, ...) {
     return rc;
 }
 
+_Static_assert(sizeof(npy_intp) == sizeof(int64_t), "NumPy's sizes and strides are 64-bit words");
 int numpy_key(Key *k, PyArrayObject *x) {
-    if (!PyArray_ISNOTSWAPPED(x)) return -1;
-    int nd = PyArray_NDIM(x);
-    if (nd > MAX_RANK || put(k, PyArray_TYPE(x)) < 0 || put(k, PyArray_ITEMSIZE(x)) < 0 || put(k, nd) < 0) return -1;
-    for (int i = 0; i < nd; i++)
-        if (put(k, PyArray_DIM(x, i)) < 0) return -1;
-    for (int i = 0; i < nd; i++)
-        if (put(k, PyArray_STRIDE(x, i)) < 0) return -1;
-    return 0;
+    const int nd = PyArray_NDIM(x);
+    return !PyArray_ISNOTSWAPPED(x) || nd > MAX_RANK || put(k, PyArray_TYPE(x)) < 0 || put(k, PyArray_ITEMSIZE(x)) < 0
+           || put_layout(k, nd, (const int64_t *)PyArray_DIMS(x), (const int64_t *)PyArray_STRIDES(x), 1) < 0 ? -1 : 0;
 }
 
 #endif

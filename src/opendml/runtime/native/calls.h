@@ -150,6 +150,17 @@ static inline int put(Key *k, int64_t v) {
     k->w[k->n++] = v;
     return 0;
 }
+/* a layout's words: its rank n, its n sizes, then its n strides times `scale`; -1 where one overflows or the key is
+ * full (one form for every array kind: a PyTorch CPU tensor keys as its NumPy view) */
+static inline int put_layout(Key *k, int n, const int64_t *sizes, const int64_t *strides, int64_t scale) {
+    int64_t v;
+    if (put(k, n) < 0) return -1;
+    for (int i = 0; i < n; i++)
+        if (put(k, sizes[i]) < 0) return -1;
+    for (int i = 0; i < n; i++)
+        if (__builtin_mul_overflow(strides[i], scale, &v) || put(k, v) < 0) return -1;
+    return 0;
+}
 #define exact_int odml_exact_i64   /* (newshape.h's: an exact int in 64 bits, else -1) */
 /* x's items where it is an exact list or tuple (their count in *n), else NULL */
 static inline PyObject **seq_items(PyObject *x, Py_ssize_t *n) {

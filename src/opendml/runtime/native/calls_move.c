@@ -592,15 +592,10 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) { return num
 int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in,
                    int64_t *type) {
     const int64_t t = *type = torch_type(in->dtype);
-    int64_t es = t ? move_type_size[t] : 0, bytes;
-    if (!t || in->ndim > MAX_RANK || key_call(k, KIND_MOVE, op, args, nargs) < 0 || put(k, -1) < 0 ||
-            put(k, move_npy_type[t]) < 0 || put(k, es) < 0 || put(k, in->ndim) < 0)
-        return -1;
-    for (int i = 0; i < in->ndim; i++)
-        if (put(k, in->sizes[i]) < 0) return -1;
-    for (int i = 0; i < in->ndim; i++)
-        if (__builtin_mul_overflow(in->strides[i], es, &bytes) || put(k, bytes) < 0) return -1;
-    return 0;
+    const int64_t es = t ? move_type_size[t] : 0;
+    return !t || in->ndim > MAX_RANK || key_call(k, KIND_MOVE, op, args, nargs) < 0 || put(k, -1) < 0
+           || put(k, move_npy_type[t]) < 0 || put(k, es) < 0 || put_layout(k, in->ndim, in->sizes, in->strides, es) < 0
+           ? -1 : 0;
 }
 
 int torch_move_key(Key *k, PyObject *const *args, Py_ssize_t nargs) {

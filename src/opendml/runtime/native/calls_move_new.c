@@ -511,8 +511,8 @@ int64_t torch_type(PyObject *dtype) {
     return t;
 }
 
-/* Input i of c from its words in key k at `at` (cuda_move_key's: torch_key's dtype, sizes, element strides;
- * cupy_key's type number, item size, sizes, byte strides) and its data pointer. */
+/* Input i of c from its words in key k at `at` (cuda_move_key's: torch_key's dtype, then put_layout's rank, sizes,
+ * element strides; cupy_key's type number, item size, then rank, sizes, byte strides) and its data pointer. */
 static int cuda_input_keyed(CudaInputs *c, int i, int torch, const int64_t *w, uint64_t data) {
     int64_t type, bstrides[MAX_RANK];
     if (torch) {
@@ -530,10 +530,10 @@ static int cuda_input_keyed(CudaInputs *c, int i, int torch, const int64_t *w, u
         w += 2;
     }
     const int n = (int)w[0];
-    if (!type || n < 1 || n > MAX_RANK || w[1 + n] != n) return -1;
+    if (!type || n < 1 || n > MAX_RANK) return -1;
     for (int d = 0; d < n; d++) {
-        bstrides[d] = w[2 + n + d];                 /* (PyTorch's count elements) */
-        if (torch && __builtin_mul_overflow(w[2 + n + d], move_type_size[type], &bstrides[d])) return -1;
+        bstrides[d] = w[1 + n + d];                 /* (PyTorch's count elements) */
+        if (torch && __builtin_mul_overflow(w[1 + n + d], move_type_size[type], &bstrides[d])) return -1;
     }
     return cuda_input(c, i, type, n, w + 1, bstrides, data);
 }
