@@ -603,13 +603,15 @@ PyObject *odml_py_call_cache_call(PyObject *self, PyObject *const *args, Py_ssiz
     (void)self;
 #ifdef ODML_NUMPY
     if (!enabled || nargs < 2 || !table || !numpy_ready) Py_RETURN_NONE;
+    PyObject *result;
     PyTypeObject *type = Py_TYPE(args[1]);
-    /* the move program's entries of every operator (calls_move.c), as call_cache_move finds them, of one array; a
-     * NumPy array's miss served as a new shape where numpy_plain can */
-    if (type == &PyArray_Type) return numpy_move(args, nargs, 1);
-    if ((t_type && type == (PyTypeObject *)t_type) || (c_type && type == (PyTypeObject *)c_type))
-        return odml_py_call_cache_move(self, args, nargs);
-    Py_RETURN_NONE;
+    /* the move program's entries of every operator (calls_move.c), as call_cache_move finds them; a NumPy array's
+     * miss served as a new shape where numpy_plain can */
+    if (t_type && type == (PyTypeObject *)t_type) result = torch_call(args, nargs);
+    else if (type == &PyArray_Type) return numpy_move(args, nargs, 1);
+    else if (c_type && type == (PyTypeObject *)c_type) result = cuda_move(args, nargs, 0);
+    else Py_RETURN_NONE;
+    return with_deferred(result);                  /* a KeyboardInterrupt met in a hook is raised now */
 #else
     (void)args; (void)nargs;
     Py_RETURN_NONE;

@@ -259,7 +259,6 @@ PyObject *serve_cpu(Entry *e, PyArray_Descr *own, char *const *data, PyArrayObje
                     int64_t gen);
 PyObject *numpy_move(PyObject *const *args, Py_ssize_t nargs, int plain);
 PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch);
-PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 /* x's arrays (calls_move.c): x itself where it is of `type` (*seq 0), or the items of an exact list or tuple x of
  * 1..MAX_MOVE_IO of them (*seq 1), in in[] (borrowed); their count, or -1 where x is not such */
 int arrays_of(PyObject *x, PyTypeObject *type, PyObject **in, int *seq);
