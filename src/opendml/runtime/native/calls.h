@@ -274,10 +274,9 @@ typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
  * torch_view_key); None where none serves. */
 PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs);
 /* The key of a call on one plain PyTorch CPU tensor the accessors described (in): numpy_key's words for its NumPy
- * view after move_key's head, so one entry serves the tensor and its view; its DataType value in *type; -1: no key
- * (not one of the 11 element types). torch_move_key: the key of call_cache_entry's (op, x, *args) on one tensor. */
-int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in,
-                   int64_t *type);
+ * view after move_key's head, so one entry serves the tensor and its view; -1: no key (not one of the 11 element
+ * types). torch_move_key: the key of call_cache_entry's (op, x, *args) on one tensor. */
+int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in);
 int torch_move_key(Key *k, PyObject *const *args, Py_ssize_t nargs);
 int64_t torch_type(PyObject *dtype);
 /* -- new shapes on CUDA memory (calls_move_new.c): what the lowering and the launches read of a call's inputs:

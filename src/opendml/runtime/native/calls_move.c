@@ -589,9 +589,8 @@ static PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, mo
 
 static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) { return numpy_move(args, nargs, 0); }
 
-int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in,
-                   int64_t *type) {
-    const int64_t t = *type = torch_type(in->dtype);
+int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in) {
+    const int64_t t = torch_type(in->dtype);
     const int64_t es = t ? move_type_size[t] : 0;
     return !t || in->ndim > MAX_RANK || key_call(k, KIND_MOVE, op, args, nargs) < 0 || put(k, -1) < 0
            || put(k, move_npy_type[t]) < 0 || put(k, es) < 0 || put_layout(k, in->ndim, in->sizes, in->strides, es) < 0
@@ -601,13 +600,13 @@ int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs
 int torch_move_key(Key *k, PyObject *const *args, Py_ssize_t nargs) {
     PyObject *x = args[1];
     odml_torch_info in;
-    int64_t t, device;
+    int64_t device;
     uint64_t ptr;
     PyArrayObject *view[MAX_MOVE_IO];
     int n;
     if (torch_plain_in(x, &in) == 2)
         return cuda_move_key(k, 1, args[0], args + 2, nargs - 2, &x, 1, 0, &device, &ptr, NULL);
-    if (in.ndim >= 0) return in.device == -1 ? torch_view_key(k, args[0], args + 2, nargs - 2, &in, &t) : -1;
+    if (in.ndim >= 0) return in.device == -1 ? torch_view_key(k, args[0], args + 2, nargs - 2, &in) : -1;
     PyObject *v = torch_view(x);
     const int rc = v ? move_key(k, args[0], v, args + 2, nargs - 2, view, &n) : -1;
     Py_XDECREF(v);
@@ -619,8 +618,7 @@ int torch_move_key(Key *k, PyObject *const *args, Py_ssize_t nargs) {
  * none. */
 static PyObject *torch_cpu_move(PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in) {
     Key k;
-    int64_t t;
-    if (torch_view_key(&k, args[0], args + 2, nargs - 2, in, &t) < 0) Py_RETURN_NONE;
+    if (torch_view_key(&k, args[0], args + 2, nargs - 2, in) < 0) Py_RETURN_NONE;
     Entry *e = lookup(&k, 1);
     if (!e) Py_RETURN_NONE;
     char *data = (char *)(uintptr_t)in->data_ptr;

@@ -911,15 +911,14 @@ static PyObject *torch_cpu_described(PyObject *x, const odml_torch_info *in, int
  * call_cache_call and call_cache_move serve); NULL, no exception set, where they do not describe it (new_shape
  * takes it through a NumPy view, as every function's). */
 static PyObject *torch_cpu_new(PyObject *const *args) {
-    int64_t lowering, gen, type, c[5];
+    int64_t lowering, gen, c[5];
     Key k;
     odml_torch_info in;
     PyObject *x = args[2];
     if (!tapi || tapi->describe(x, &in) != 0 || in.device != -1) return NULL;
     if (plain_args(args, ".i.ti", &lowering, &gen) || read_conf(args[5], c) || in.dispatch_modes || in.wrapped
             || (in.requires_grad && in.grad_enabled)
-            || torch_view_key(&k, args[0], ((PyTupleObject *)args[3])->ob_item, PyTuple_GET_SIZE(args[3]), &in,
-                              &type) < 0) {
+            || torch_view_key(&k, args[0], ((PyTupleObject *)args[3])->ob_item, PyTuple_GET_SIZE(args[3]), &in) < 0) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
     }
