@@ -561,7 +561,6 @@ int plain_args(PyObject *const *args, const char *spec, ...) {
     return rc;
 }
 
-_Static_assert(sizeof(npy_intp) == sizeof(int64_t), "NumPy's sizes and strides are 64-bit words");
 int numpy_key(Key *k, PyArrayObject *x) {
     const int nd = PyArray_NDIM(x);
     return !PyArray_ISNOTSWAPPED(x) || nd > MAX_RANK || put(k, PyArray_TYPE(x)) < 0 || put(k, PyArray_ITEMSIZE(x)) < 0

@@ -32,6 +32,8 @@
 #if NPY_ABI_VERSION < 0x02000000          /* NumPy 1.x headers */
 #define PyDataType_ELSIZE(d) ((d)->elsize)
 #endif
+/* (read as int64_t words where a key or lowering takes them) */
+_Static_assert(sizeof(npy_intp) == sizeof(int64_t), "NumPy's sizes and strides are 64-bit words");
 #endif
 
 #define MAX_KEY 384

@@ -810,17 +810,13 @@ done:
  * planners' test entries, cuda_move_steps and cuda_index_steps: no GPU needed); -1, no exception left, where
  * one is byte-swapped, of no rank or too many, or dp's address is not an exact int or not whole elements. */
 int numpy_cuda_inputs(PyArrayObject *const *in, int n_in, PyObject *dp, CudaInputs *c) {
-    int64_t shape[NPY_MAXDIMS], strides[NPY_MAXDIMS];
     c->n = n_in;
     for (int i = 0; i < n_in; i++) {
         const int nd = PyArray_NDIM(in[i]);
         int64_t p;
-        for (int d = 0; d < nd; d++) {
-            shape[d] = PyArray_DIM(in[i], d);
-            strides[d] = PyArray_STRIDE(in[i], d);
-        }
         if (!PyArray_ISNOTSWAPPED(in[i]) || nd < 1 || nd > MAX_RANK || exact_int(PyTuple_GET_ITEM(dp, i), &p)
-                || cuda_input(c, i, descr_type(PyArray_DESCR(in[i])), nd, shape, strides, (uint64_t)p) < 0) {
+                || cuda_input(c, i, descr_type(PyArray_DESCR(in[i])), nd, (const int64_t *)PyArray_DIMS(in[i]),
+                              (const int64_t *)PyArray_STRIDES(in[i]), (uint64_t)p) < 0) {
             if (PyErr_Occurred()) drop_error();
             return -1;
         }
