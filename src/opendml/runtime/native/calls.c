@@ -126,9 +126,11 @@ int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t n
     return 0;
 }
 
-/* A tuple of at most MAX_RANK ints (sizes or strides), with its length first. */
-static int key_tuple(Key *k, PyObject *t) {
-    if (!t || !PyTuple_Check(t) || PyTuple_GET_SIZE(t) > MAX_RANK || put(k, PyTuple_GET_SIZE(t)) < 0) return -1;
+/* A tuple of at most MAX_RANK ints (sizes or strides): with its length first (n < 0), or of n items. */
+static int key_tuple(Key *k, PyObject *t, Py_ssize_t n) {
+    if (!t || !PyTuple_Check(t) || PyTuple_GET_SIZE(t) > MAX_RANK
+            || (n < 0 ? put(k, PyTuple_GET_SIZE(t)) < 0 : PyTuple_GET_SIZE(t) != n))
+        return -1;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {
         PyObject *item = PyTuple_GET_ITEM(t, i);
         if (!PyLong_Check(item)) return -1;
@@ -148,13 +150,13 @@ static PyObject *strides_of(PyObject *x, int torch) {
     return torch ? PyObject_CallMethodNoArgs(x, s_stride) : PyObject_GetAttr(x, s_strides);
 }
 
-/* x's shape and strides (strides_of's) as key_tuple's words: 0, or -1 with no exception left. */
+/* x's shape and strides (strides_of's) as put_layout's words: 0, or -1 with no exception left. */
 static int key_layout(Key *k, PyObject *x, int torch) {
     PyObject *shape = PyObject_GetAttr(x, s_shape);
-    int rc = key_tuple(k, shape);
-    Py_XDECREF(shape);
+    int rc = key_tuple(k, shape, -1);
     PyObject *strides = rc < 0 ? NULL : strides_of(x, torch);
-    rc = rc < 0 ? -1 : key_tuple(k, strides);
+    rc = rc < 0 ? -1 : key_tuple(k, strides, PyTuple_GET_SIZE(shape));
+    Py_XDECREF(shape);
     Py_XDECREF(strides);
     if (PyErr_Occurred()) drop_error();
     return rc;
@@ -400,12 +402,9 @@ static PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword */
 
 /* The key words of a tensor the accessors described (torch_key's, below). */
 static int torch_key_info(Key *k, const odml_torch_info *in) {
-    if (in->device < -1 || put(k, (int64_t)(intptr_t)in->dtype) < 0 || put(k, in->ndim) < 0) return -1;
-    for (int i = 0; i < in->ndim; i++)
-        if (put(k, in->sizes[i]) < 0) return -1;
-    if (put(k, in->ndim) < 0) return -1;
-    for (int i = 0; i < in->ndim; i++)
-        if (put(k, in->strides[i]) < 0) return -1;
+    if (in->device < -1 || put(k, (int64_t)(intptr_t)in->dtype) < 0
+            || put_layout(k, in->ndim, in->sizes, in->strides, 1) < 0)
+        return -1;
     return put(k, in->device) < 0 || put(k, in->device < 0 ? 0 : (int64_t)(in->data_ptr & 15)) < 0 ? -1 : 0;
 }
 
@@ -464,70 +463,50 @@ int torch_plain_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     return torch_key_info(k, &in);
 }
 
-/* Whether the current CUDA device is `device` (the launches need it current). */
-static int torch_device_is(int64_t device) {
-    if (tapi) {
-        int64_t d = tapi->current_device();
-        if (d < 0) drop_error();
-        return d == device;
-    }
-    return equals(PyObject_CallNoArgs(t_device), device);
-}
-
-/* The current stream of CUDA device `device`: 0, or -1 with an exception. */
-static int torch_stream(int64_t device, uint64_t *stream) {
-    if (tapi) return tapi->current_stream(device, stream);
-    PyObject *dev = PyLong_FromLongLong(device);
-    if (!dev) return -1;
-    int rc = stream_of(PyObject_CallOneArg(t_raw_stream, dev), stream);
-    Py_DECREF(dev);
-    return rc;
-}
-
-/* With PyTorch's accessors, x.new_empty(shape, dtype=dtype) (dtype NULL: x's) as a new reference, its data pointer in
- * *dst; NULL with the allocator's exception; NULL and no exception where there are no accessors or the shape is not
- * one they take (the caller allocates through Python). */
-static PyObject *tapi_empty(PyObject *x, PyObject *shape, PyObject *dtype, int64_t *dst) {
-    int64_t sizes[MAX_RANK];
-    int nd;
-    if (!tapi || odml_int_seq(shape, MAX_RANK, sizes, &nd)) return NULL;   /* (exact ints, as every shape here) */
-    uint64_t d = 0;
-    PyObject *out = tapi->empty(x, sizes, nd, dtype, &d);
-    *dst = (int64_t)d;
-    return out;
-}
-
-/* A new output of o's shape, dtype `dtype` (NULL: x's), beside tensor x (torch) or from CuPy: a new
- * reference, its device address in *dst and *placed set where that is in o's alignment class; NULL with the
- * allocator's exception. */
+/* A new output of o's shape, dtype `dtype` (NULL: x's), beside tensor x (torch: x.new_empty(shape, dtype=dtype), through
+ * PyTorch's accessors where they take the shape) or from CuPy: a new reference, its device address in *dst and
+ * *placed set where that is in o's alignment class; NULL with the allocator's exception. */
 PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int64_t *dst, int *placed) {
     PyObject *out;
-    int through_python = 1;
-    if (torch) {
-        out = tapi_empty(x, o->shape, dtype, dst);
-        through_python = !out && !PyErr_Occurred();
-        if (through_python && dtype) {
-            PyObject *call[3] = {x, o->shape, dtype};
-            out = PyObject_VectorcallMethod(s_new_empty, call, 2, s_dtype_kw);
-        } else if (through_python) {
-            out = PyObject_CallMethodOneArg(x, s_new_empty, o->shape);
-        }
+    int64_t sizes[MAX_RANK];
+    int nd;
+    if (torch && tapi && !odml_int_seq(o->shape, MAX_RANK, sizes, &nd)) {   /* (exact ints, as every shape here) */
+        uint64_t d = 0;
+        out = tapi->empty(x, sizes, nd, dtype, &d);
+        *dst = (int64_t)d;
+        *placed = out && (d & 15) == o->dst_align;
+        return out;
+    }
+    if (torch && dtype) {
+        PyObject *call[3] = {x, o->shape, dtype};
+        out = PyObject_VectorcallMethod(s_new_empty, call, 2, s_dtype_kw);
+    } else if (torch) {
+        out = PyObject_CallMethodOneArg(x, s_new_empty, o->shape);
     } else {
         out = PyObject_CallFunctionObjArgs(c_empty, o->shape, dtype, NULL);
     }
-    *placed = out && (through_python ? output_address(o, out, torch, dst) == 0 : ((uint64_t)*dst & 15) == o->dst_align);
+    *placed = out && output_address(o, out, torch, dst) == 0;
     return out;                                     /* (an owner table is zeroed by cuda_entry_launch, on its stream) */
 }
 
 /* Whether CUDA device `device` is PyTorch's (torch) or CuPy's current one: the launches need it current (the
  * Python route makes it so). */
 int cuda_device_is(int torch, int64_t device) {
-    return torch ? torch_device_is(device) : equals(PyObject_CallNoArgs(c_device), device);
+    if (!torch || !tapi) return equals(PyObject_CallNoArgs(torch ? t_device : c_device), device);
+    const int64_t d = tapi->current_device();
+    if (d < 0) drop_error();
+    return d == device;
 }
 
 /* The current stream of CUDA device `device` (torch), or CuPy's: 0, or -1 with an exception. */
 int cuda_stream(int torch, int64_t device, uint64_t *stream) {
-    return torch ? torch_stream(device, stream) : stream_of(PyObject_CallNoArgs(c_stream), stream);
+    if (!torch) return stream_of(PyObject_CallNoArgs(c_stream), stream);
+    if (tapi) return tapi->current_stream(device, stream);
+    PyObject *dev = PyLong_FromLongLong(device);
+    if (!dev) return -1;
+    const int rc = stream_of(PyObject_CallOneArg(t_raw_stream, dev), stream);
+    Py_DECREF(dev);
+    return rc;
 }
 
 /* An eager entry's callable records the call with opendml's autograd node and runs its kernel
@@ -550,27 +529,19 @@ PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
 /* -- NumPy and CuPy arrays (CuPy's dtypes are NumPy's) --------------------------------------------- */
 
 #ifdef ODML_NUMPY
-/* A CuPy array's key words (dtype, shape, strides, device, alignment class), its dtype, device and address. */
-int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr) {
+/* A CuPy array's key words (dtype, shape, strides, device, alignment class), its device and address. */
+int cupy_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     int64_t p;
-    if (!numpy_ready) return -1;
-    *dtype = PyObject_GetAttr(x, s_dtype);
-    if (!*dtype || !PyArray_DescrCheck(*dtype)) {
-        drop_error();
-        return -1;
-    }
-    PyArray_Descr *d = (PyArray_Descr *)*dtype;
+    PyObject *dtype = numpy_ready ? PyObject_GetAttr(x, s_dtype) : NULL;
+    PyArray_Descr *d = (PyArray_Descr *)dtype;
     /* CuPy allows byte-swapped dtypes, which opendml rejects on the Python route */
-    if (!PyArray_ISNBO(d->byteorder) || put(k, d->type_num) < 0 || put(k, PyDataType_ELSIZE(d)) < 0
-            || key_layout(k, x, 0) < 0)
-        return -1;
-    PyObject *mem = PyObject_GetAttr(x, s_data);
-    if (!mem) {
-        drop_error();
-        return -1;
-    }
-    int rc = int_of(mem, s_ptr, 0, &p) < 0 || int_of(mem, s_device_id, 0, device) < 0 ? -1 : 0;
-    Py_DECREF(mem);
+    int rc = dtype && PyArray_DescrCheck(dtype) && PyArray_ISNBO(d->byteorder) && put(k, d->type_num) == 0
+             && put(k, PyDataType_ELSIZE(d)) == 0 ? key_layout(k, x, 0) : -1;
+    Py_XDECREF(dtype);
+    PyObject *mem = rc < 0 ? NULL : PyObject_GetAttr(x, s_data);
+    rc = mem && int_of(mem, s_ptr, 0, &p) == 0 && int_of(mem, s_device_id, 0, device) == 0 ? 0 : -1;
+    Py_XDECREF(mem);
+    if (PyErr_Occurred()) drop_error();
     if (rc < 0) return -1;
     *ptr = (uint64_t)p;
     return put(k, *device) < 0 || put(k, (int64_t)(*ptr & 15)) < 0 ? -1 : 0;
@@ -591,14 +562,9 @@ int plain_args(PyObject *const *args, const char *spec, ...) {
 }
 
 int numpy_key(Key *k, PyArrayObject *x) {
-    if (!PyArray_ISNOTSWAPPED(x)) return -1;
-    int nd = PyArray_NDIM(x);
-    if (nd > MAX_RANK || put(k, PyArray_TYPE(x)) < 0 || put(k, PyArray_ITEMSIZE(x)) < 0 || put(k, nd) < 0) return -1;
-    for (int i = 0; i < nd; i++)
-        if (put(k, PyArray_DIM(x, i)) < 0) return -1;
-    for (int i = 0; i < nd; i++)
-        if (put(k, PyArray_STRIDE(x, i)) < 0) return -1;
-    return 0;
+    const int nd = PyArray_NDIM(x);
+    return !PyArray_ISNOTSWAPPED(x) || nd > MAX_RANK || put(k, PyArray_TYPE(x)) < 0 || put(k, PyArray_ITEMSIZE(x)) < 0
+           || put_layout(k, nd, (const int64_t *)PyArray_DIMS(x), (const int64_t *)PyArray_STRIDES(x), 1) < 0 ? -1 : 0;
 }
 
 #endif

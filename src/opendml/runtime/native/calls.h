@@ -32,6 +32,8 @@
 #if NPY_ABI_VERSION < 0x02000000          /* NumPy 1.x headers */
 #define PyDataType_ELSIZE(d) ((d)->elsize)
 #endif
+/* (read as int64_t words where a key or lowering takes them) */
+_Static_assert(sizeof(npy_intp) == sizeof(int64_t), "NumPy's sizes and strides are 64-bit words");
 #endif
 
 #define MAX_KEY 384
@@ -150,6 +152,17 @@ static inline int put(Key *k, int64_t v) {
     k->w[k->n++] = v;
     return 0;
 }
+/* a layout's words: its rank n, its n sizes, then its n strides times `scale`; -1 where one overflows or the key is
+ * full (one form for every array kind: a PyTorch CPU tensor keys as its NumPy view) */
+static inline int put_layout(Key *k, int n, const int64_t *sizes, const int64_t *strides, int64_t scale) {
+    int64_t v;
+    if (put(k, n) < 0) return -1;
+    for (int i = 0; i < n; i++)
+        if (put(k, sizes[i]) < 0) return -1;
+    for (int i = 0; i < n; i++)
+        if (__builtin_mul_overflow(strides[i], scale, &v) || put(k, v) < 0) return -1;
+    return 0;
+}
 #define exact_int odml_exact_i64   /* (newshape.h's: an exact int in 64 bits, else -1) */
 /* x's items where it is an exact list or tuple (their count in *n), else NULL */
 static inline PyObject **seq_items(PyObject *x, Py_ssize_t *n) {
@@ -170,7 +183,6 @@ PyObject *stored(const Key *k, Entry *e);     /* store, e released: True, or NUL
 Entry *entry_alloc(int kind, int n_out, int n_pass);
 int is_true(PyObject *r);
 int equals(PyObject *r, int64_t want);
-/* queue pass p of e, a CUDA launch; -1 with an exception where its retry fails */
 int launch_pass(const Entry *e, const Pass *p, uint64_t src, uint64_t dst, uint64_t stream);
 PyObject *take_outputs(PyObject **outs, int n, int multi);
 /* a launch of a kernel whose one argument is the parameter block at `params` (cuda_launch.c); the CUresult */
@@ -200,7 +212,7 @@ int cuda_device_is(int torch, int64_t device);
 PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x);
 int still_planned(PyObject *x, PyObject *planned, int torch);
 #ifdef ODML_NUMPY
-int cupy_key(Key *k, PyObject *x, PyObject **dtype, int64_t *device, uint64_t *ptr);
+int cupy_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
 /* The check of a new-shape function's arguments (calls_move_new.c's, newshape_index.c's): per
  * character of `spec`, args[i] is 'i' an exact int in 64 bits (stored through the next int64_t *),
  * 't' an exact tuple, 'a' an exact ndarray, '.' anything. 0, or -1 with no exception left (the function
@@ -229,7 +241,6 @@ int move_pass_ready(Pass *mp, const int64_t *span, const int *in_size, const int
 int index_pass_fits(Pass *mp, IndexPass *ip, const int64_t *span, const int *in_size, const int64_t *count,
                     const int *out_size, int n_in, int n_out);
 int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span);
-/* DataType values 1..11 -> NumPy type numbers; a NumPy dtype's DataType value, else 0 (calls_move_new.c) */
 extern const int move_npy_type[12];
 int64_t descr_type(PyArray_Descr *d);
 /* whether d, a NumPy dtype, is NumPy's own dtype object of a number type (calls_move.c; no exception left) */
@@ -253,13 +264,11 @@ PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch);
 /* x's arrays (calls_move.c): x itself where it is of `type` (*seq 0), or the items of an exact list or tuple x of
  * 1..MAX_MOVE_IO of them (*seq 1), in in[] (borrowed); their count, or -1 where x is not such */
 int arrays_of(PyObject *x, PyTypeObject *type, PyObject **in, int *seq);
-/* the family on CUDA memory (calls_move.c): x's arrays (arrays_of's) of PyTorch's or CuPy's type as new references;
- * the call's key (each input's words from at[i], where at is not NULL; torch 2: PyTorch tensors, each first checked
- * to be one cuda_move serves, torch_plain_key); equal key words */
 int cuda_inputs(PyObject *x, int torch, PyObject **in, int *n, int *seq);
 int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,
                   int seq, int64_t *device, uint64_t *ptr, int *at);
 int same_words(const int64_t *a, const int64_t *b, int n);
+int inputs_still_keyed(const Key *k, const int *at, int torch, PyObject **in, int n, const uint64_t *ptr);
 typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
 /* A repeated call on PyTorch tensors (args[1]: one, or a list or tuple of them), whatever the function (call_cache_call
  * and call_cache_move alike): a tensor autograd must record by its eager entry, CUDA tensors by their move entries
@@ -267,12 +276,10 @@ typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
  * torch_view_key); None where none serves. */
 PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs);
 /* The key of a call on one plain PyTorch CPU tensor the accessors described (in): numpy_key's words for its NumPy
- * view after move_key's head, so one entry serves the tensor and its view; its DataType value in *type; -1: no key
- * (not one of the 11 element types). torch_move_key: the key of call_cache_entry's (op, x, *args) on one tensor. */
-int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in,
-                   int64_t *type);
+ * view after move_key's head, so one entry serves the tensor and its view; -1: no key (not one of the 11 element
+ * types). torch_move_key: the key of call_cache_entry's (op, x, *args) on one tensor. */
+int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in);
 int torch_move_key(Key *k, PyObject *const *args, Py_ssize_t nargs);
-/* the DataType value of a PyTorch dtype, else 0 (calls_move_new.c) */
 int64_t torch_type(PyObject *dtype);
 /* -- new shapes on CUDA memory (calls_move_new.c): what the lowering and the launches read of a call's inputs:
  * each as the lowering takes it, its data pointer, the bytes from it back to element 0 of its bound range
@@ -285,7 +292,6 @@ typedef struct {
 } CudaInputs;
 /* each input's element-0 address; -1 where one's data is not a multiple of its element size */
 int cuda_sources(const CudaInputs *c, uint64_t *src);
-/* NumPy arrays described as CUDA inputs at given device addresses (the planners' test entries) */
 int numpy_cuda_inputs(PyArrayObject *const *in, int n_in, PyObject *dp, CudaInputs *c);
 /* Item i of a cuda_conf() tuple: its value, or where it is a function (the settings' c_settings, called only where
  * a plan reads them) what it returns; a new reference, or NULL with an exception */
@@ -301,8 +307,6 @@ struct CudaNew {
 };
 /* where index axis a's flag address (index.cu's ix_axis.flag) lies in an index kernel's parameter block */
 #define IX_FLAG_AT(a) (offsetof(odml_ix_params, axes) + sizeof(odml_ix_axis) * (size_t)(a) + offsetof(odml_ix_axis, flag))
-/* a never-seen shape on PyTorch CUDA tensors or CuPy arrays lowered, launched and recorded: the output(s),
- * None (the route) or a kernel's name to compile */
 PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *gen, int torch, PyObject *conf,
                    CudaNew *how);
 /* e's launches queued on `stream` (calls_move.c), its owner tables (outs with zero) zeroed on it first
@@ -316,8 +320,7 @@ int cuda_entry_launch(const Entry *e, const uint64_t *ptr, const uint64_t *dsts,
 int cuda_entry_wait(uint64_t stream, CheckWait *w, int rc);
 /* e stored under k where k has no entry yet: 0; 1 where it has one (kept, e not stored); -1 with an exception */
 int store_new(const Key *k, Entry *e);
-/* k's entry (store_new's) dropped from the table, no exception left */
-void unstore(const Key *k, const Entry *e);   /* k's entry dropped where it is still e */
+void unstore(const Key *k, const Entry *e);   /* k's entry dropped where it is still e, no exception left */
 /* The route of a never-seen shape on the inputs args[xi] (a new-shape function's: op first, the call's
  * arguments at xi + 1, its generation at xi + 2, the cuda_conf callable at ci): on CUDA memory (PyTorch CUDA
  * tensors, CuPy arrays), cuda_new with `how` and cuda_conf()'s tuple (None where how is NULL or there is no

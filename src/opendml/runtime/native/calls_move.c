@@ -589,30 +589,24 @@ static PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, mo
 
 static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) { return numpy_move(args, nargs, 0); }
 
-int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in,
-                   int64_t *type) {
-    const int64_t t = *type = torch_type(in->dtype);
-    int64_t es = t ? move_type_size[t] : 0, bytes;
-    if (!t || in->ndim > MAX_RANK || key_call(k, KIND_MOVE, op, args, nargs) < 0 || put(k, -1) < 0 ||
-            put(k, move_npy_type[t]) < 0 || put(k, es) < 0 || put(k, in->ndim) < 0)
-        return -1;
-    for (int i = 0; i < in->ndim; i++)
-        if (put(k, in->sizes[i]) < 0) return -1;
-    for (int i = 0; i < in->ndim; i++)
-        if (__builtin_mul_overflow(in->strides[i], es, &bytes) || put(k, bytes) < 0) return -1;
-    return 0;
+int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in) {
+    const int64_t t = torch_type(in->dtype);
+    const int64_t es = t ? move_type_size[t] : 0;
+    return !t || in->ndim > MAX_RANK || key_call(k, KIND_MOVE, op, args, nargs) < 0 || put(k, -1) < 0
+           || put(k, move_npy_type[t]) < 0 || put(k, es) < 0 || put_layout(k, in->ndim, in->sizes, in->strides, es) < 0
+           ? -1 : 0;
 }
 
 int torch_move_key(Key *k, PyObject *const *args, Py_ssize_t nargs) {
     PyObject *x = args[1];
     odml_torch_info in;
-    int64_t t, device;
+    int64_t device;
     uint64_t ptr;
     PyArrayObject *view[MAX_MOVE_IO];
     int n;
     if (torch_plain_in(x, &in) == 2)
         return cuda_move_key(k, 1, args[0], args + 2, nargs - 2, &x, 1, 0, &device, &ptr, NULL);
-    if (in.ndim >= 0) return in.device == -1 ? torch_view_key(k, args[0], args + 2, nargs - 2, &in, &t) : -1;
+    if (in.ndim >= 0) return in.device == -1 ? torch_view_key(k, args[0], args + 2, nargs - 2, &in) : -1;
     PyObject *v = torch_view(x);
     const int rc = v ? move_key(k, args[0], v, args + 2, nargs - 2, view, &n) : -1;
     Py_XDECREF(v);
@@ -624,8 +618,7 @@ int torch_move_key(Key *k, PyObject *const *args, Py_ssize_t nargs) {
  * none. */
 static PyObject *torch_cpu_move(PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in) {
     Key k;
-    int64_t t;
-    if (torch_view_key(&k, args[0], args + 2, nargs - 2, in, &t) < 0) Py_RETURN_NONE;
+    if (torch_view_key(&k, args[0], args + 2, nargs - 2, in) < 0) Py_RETURN_NONE;
     Entry *e = lookup(&k, 1);
     if (!e) Py_RETURN_NONE;
     char *data = (char *)(uintptr_t)in->data_ptr;
@@ -692,6 +685,12 @@ int cuda_inputs(PyObject *x, int torch, PyObject **in, int *n, int *seq) {
     return 0;
 }
 
+/* Input x's key words (torch 2: torch_plain_key's, 1: torch_key's, 0: cupy_key's), its device and address. */
+static int input_key(Key *k, int torch, PyObject *x, int64_t *device, uint64_t *ptr) {
+    return torch == 2 ? torch_plain_key(k, x, device, ptr) : torch ? torch_key(k, x, device, ptr)
+                                                                    : cupy_key(k, x, device, ptr);
+}
+
 /* The key of a family call on CUDA memory, the inputs' addresses in ptr[] and their (one) device in *device, where
  * each input's words start in at[] (where not NULL); -1: no key (inputs on several devices included). */
 int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,
@@ -701,16 +700,7 @@ int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssi
     if (put(k, seq ? -2 : -1) < 0 || (seq && put(k, n) < 0)) return -1;
     for (int i = 0; i < n; i++) {
         if (at) at[i] = k->n;
-        if (torch) {
-            if ((torch == 2 ? torch_plain_key(k, in[i], &dev, &ptr[i]) : torch_key(k, in[i], &dev, &ptr[i])) < 0)
-                return -1;
-        } else {
-            PyObject *dtype = NULL;
-            int rc = cupy_key(k, in[i], &dtype, &dev, &ptr[i]);
-            Py_XDECREF(dtype);
-            if (rc < 0) return -1;
-        }
-        if (dev < 0 || (i > 0 && dev != *device)) return -1;
+        if (input_key(k, torch, in[i], &dev, &ptr[i]) < 0 || dev < 0 || (i > 0 && dev != *device)) return -1;
         *device = dev;
     }
     return 0;
@@ -882,14 +872,19 @@ static int index_step(Pass *s, PyObject *t, int n_in, int n_out) {
     return 0;
 }
 
-/* whether the inputs still key as k and lie at ptr (after allocations, whose finalizers may change them) */
-static int cuda_still_keyed(const Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs,
-                            PyObject **in, int n, int seq, const uint64_t *ptr) {
-    Key again;
-    int64_t device;
-    uint64_t at[MAX_MOVE_IO];
-    return cuda_move_key(&again, torch, op, args, nargs, in, n, seq, &device, at, NULL) == 0 && again.n == k->n
-           && same_words(again.w, k->w, k->n) && !memcmp(at, ptr, sizeof(uint64_t) * (size_t)n);
+/* Whether the inputs in[0..n) still read as their words in the call's key k (input i's from at[i]: cuda_move_key's)
+ * and lie at ptr: an allocation may have run Python code that changed one (x.set_(), x.resize_()). The call's own
+ * words (operator, arguments) are not read again: the call is answered for the arguments it was given. */
+int inputs_still_keyed(const Key *k, const int *at, int torch, PyObject **in, int n, const uint64_t *ptr) {
+    for (int i = 0; i < n; i++) {
+        Key now;
+        int64_t device;
+        uint64_t p;
+        const int end = i + 1 < n ? at[i + 1] : k->n;
+        now.n = 0;
+        if (input_key(&now, torch, in[i], &device, &p) < 0 || p != ptr[i] || now.n != end - at[i] || !same_words(now.w, k->w + at[i], now.n)) return 0;
+    }
+    return 1;
 }
 
 /* A repeated family call on PyTorch CUDA tensors (torch 1) or CuPy arrays
@@ -899,10 +894,10 @@ PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
     PyObject *in[MAX_MOVE_IO], *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
     uint64_t ptr[MAX_MOVE_IO], dsts[MAX_MOVE_IO], stream;
     int64_t device = -1, dst;
-    int n = 0, seq = 0;
+    int n = 0, seq = 0, at[MAX_MOVE_IO];
     Entry *e = NULL;
     if (cuda_inputs(args[1], torch, in, &n, &seq) < 0) Py_RETURN_NONE;
-    if (cuda_move_key(&k, torch ? 2 : 0, args[0], args + 2, nargs - 2, in, n, seq, &device, ptr, NULL) < 0
+    if (cuda_move_key(&k, torch ? 2 : 0, args[0], args + 2, nargs - 2, in, n, seq, &device, ptr, at) < 0
             || !(e = lookup(&k, n)) || !cuda_device_is(torch, device))
         goto route;
     for (int i = 0; i < e->n_out; i++) {
@@ -915,7 +910,7 @@ PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
         if (!placed) goto route;
         dsts[i] = (uint64_t)dst;
     }
-    if (torch && !cuda_still_keyed(&k, torch, args[0], args + 2, nargs - 2, in, n, seq, ptr)) goto route;
+    if (torch && !inputs_still_keyed(&k, at, torch, in, n, ptr)) goto route;
     if (cuda_stream(torch, device, &stream) < 0) goto done;
     {
         CheckWait w;

@@ -511,8 +511,8 @@ int64_t torch_type(PyObject *dtype) {
     return t;
 }
 
-/* Input i of c from its words in key k at `at` (cuda_move_key's: torch_key's dtype, sizes, element strides;
- * cupy_key's type number, item size, sizes, byte strides) and its data pointer. */
+/* Input i of c from its words in key k at `at` (cuda_move_key's: torch_key's dtype, then put_layout's rank, sizes,
+ * element strides; cupy_key's type number, item size, then rank, sizes, byte strides) and its data pointer. */
 static int cuda_input_keyed(CudaInputs *c, int i, int torch, const int64_t *w, uint64_t data) {
     int64_t type, bstrides[MAX_RANK];
     if (torch) {
@@ -530,10 +530,10 @@ static int cuda_input_keyed(CudaInputs *c, int i, int torch, const int64_t *w, u
         w += 2;
     }
     const int n = (int)w[0];
-    if (!type || n < 1 || n > MAX_RANK || w[1 + n] != n) return -1;
+    if (!type || n < 1 || n > MAX_RANK) return -1;
     for (int d = 0; d < n; d++) {
-        bstrides[d] = w[2 + n + d];                 /* (PyTorch's count elements) */
-        if (torch && __builtin_mul_overflow(w[2 + n + d], move_type_size[type], &bstrides[d])) return -1;
+        bstrides[d] = w[1 + n + d];                 /* (PyTorch's count elements) */
+        if (torch && __builtin_mul_overflow(w[1 + n + d], move_type_size[type], &bstrides[d])) return -1;
     }
     return cuda_input(c, i, type, n, w + 1, bstrides, data);
 }
@@ -644,18 +644,9 @@ static int cuda_output(int torch, PyObject *in0, int64_t t, int rank, const int6
     return 0;
 }
 
-/* kernels' table of compiled functions for `device` (launch.new_kernels()[device]), a new reference, held by the
- * caller (an allocation may run Python code that replaces it); NULL with no exception where it has none yet (every
- * name missing), NULL with one on an error. */
-static PyObject *kernel_table(PyObject *kernels, int64_t device) {
-    PyObject *dev = PyLong_FromLongLong(device);
-    PyObject *table = Py_XNewRef(dev ? PyDict_GetItemWithError(kernels, dev) : NULL);
-    Py_XDECREF(dev);
-    return table;
-}
-
-/* Kernel `name`'s function in `table` (kernel_table's) in *fn: 0; 1 where the table lacks it (*result its name: the
- * caller compiles it and calls again; NULL with an exception where even that fails); -1 with an exception. */
+/* Kernel `name`'s function in `table` (a device's compiled functions; NULL: none yet) in *fn: 0; 1 where the table
+ * lacks it (*result its name: the caller compiles it and calls again; NULL with an exception where even that fails);
+ * -1 with an exception. */
 static int kernel_function(PyObject *table, const char *name, uint64_t *fn, PyObject **result) {
     /* the names looked up as str objects held here, by a hash of their bytes (a process launches a few dozen
      * kernels): not a str made, hashed and dropped at each launch */
@@ -683,24 +674,6 @@ static int kernel_function(PyObject *table, const char *name, uint64_t *fn, PyOb
     }
     *fn = PyLong_AsUnsignedLongLong(f);
     return PyErr_Occurred() ? -1 : 0;
-}
-
-/* Whether the inputs in[0..n) still read as their words in the call's key k (input i's from at[i]: cuda_move_key's)
- * and lie at ptr: an allocation may have run Python code that changed one (x.set_(), x.resize_()). The call's own
- * words (operator, arguments) are not read again: the lowering read them before. */
-static int inputs_still_keyed(const Key *k, const int *at, int torch, PyObject **in, int n, const uint64_t *ptr) {
-    for (int i = 0; i < n; i++) {
-        Key now;
-        int64_t device;
-        uint64_t p;
-        PyObject *dtype = NULL;
-        const int end = i + 1 < n ? at[i + 1] : k->n;
-        now.n = 0;
-        const int rc = torch ? torch_key(&now, in[i], &device, &p) : cupy_key(&now, in[i], &dtype, &device, &p);
-        Py_XDECREF(dtype);
-        if (rc < 0 || p != ptr[i] || now.n != end - at[i] || !same_words(now.w, k->w + at[i], now.n)) return 0;
-    }
-    return 1;
 }
 
 /* A never-seen shape on PyTorch CUDA tensors (torch 1) or CuPy arrays (torch 0) of a call whose inputs are xo (an
@@ -755,7 +728,12 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     }
     if (how->lower(how, &c, cargs, ncargs, g) || g->n_out > MAX_MOVE_IO) goto route;
     if (!cuda_device_is(torch, device)) goto route;
-    if (!(table_of = kernel_table(PyTuple_GET_ITEM(conf, 0), device)) && PyErr_Occurred()) goto done;
+    /* the device's table of compiled functions (launch.new_kernels()[device]), held: an allocation may run Python
+     * code that replaces it */
+    PyObject *dev = PyLong_FromLongLong(device);
+    table_of = Py_XNewRef(dev ? PyDict_GetItemWithError(PyTuple_GET_ITEM(conf, 0), dev) : NULL);
+    Py_XDECREF(dev);
+    if (!table_of && PyErr_Occurred()) goto done;
     for (int i = 0, rc; i < g->n_out; i++)
         if ((rc = cuda_output(torch, in[0], g->out_type[i], g->out_rank[i], g->out_dims[i], 0, i, shapes, dtypes, outs,
                               dsts, &result)))
@@ -832,17 +810,13 @@ done:
  * planners' test entries, cuda_move_steps and cuda_index_steps: no GPU needed); -1, no exception left, where
  * one is byte-swapped, of no rank or too many, or dp's address is not an exact int or not whole elements. */
 int numpy_cuda_inputs(PyArrayObject *const *in, int n_in, PyObject *dp, CudaInputs *c) {
-    int64_t shape[NPY_MAXDIMS], strides[NPY_MAXDIMS];
     c->n = n_in;
     for (int i = 0; i < n_in; i++) {
         const int nd = PyArray_NDIM(in[i]);
         int64_t p;
-        for (int d = 0; d < nd; d++) {
-            shape[d] = PyArray_DIM(in[i], d);
-            strides[d] = PyArray_STRIDE(in[i], d);
-        }
         if (!PyArray_ISNOTSWAPPED(in[i]) || nd < 1 || nd > MAX_RANK || exact_int(PyTuple_GET_ITEM(dp, i), &p)
-                || cuda_input(c, i, descr_type(PyArray_DESCR(in[i])), nd, shape, strides, (uint64_t)p) < 0) {
+                || cuda_input(c, i, descr_type(PyArray_DESCR(in[i])), nd, (const int64_t *)PyArray_DIMS(in[i]),
+                              (const int64_t *)PyArray_STRIDES(in[i]), (uint64_t)p) < 0) {
             if (PyErr_Occurred()) drop_error();
             return -1;
         }
@@ -933,15 +907,14 @@ static PyObject *torch_cpu_described(PyObject *x, const odml_torch_info *in, int
  * call_cache_call and call_cache_move serve); NULL, no exception set, where they do not describe it (new_shape
  * takes it through a NumPy view, as every function's). */
 static PyObject *torch_cpu_new(PyObject *const *args) {
-    int64_t lowering, gen, type, c[5];
+    int64_t lowering, gen, c[5];
     Key k;
     odml_torch_info in;
     PyObject *x = args[2];
     if (!tapi || tapi->describe(x, &in) != 0 || in.device != -1) return NULL;
     if (plain_args(args, ".i.ti", &lowering, &gen) || read_conf(args[5], c) || in.dispatch_modes || in.wrapped
             || (in.requires_grad && in.grad_enabled)
-            || torch_view_key(&k, args[0], ((PyTupleObject *)args[3])->ob_item, PyTuple_GET_SIZE(args[3]), &in,
-                              &type) < 0) {
+            || torch_view_key(&k, args[0], ((PyTupleObject *)args[3])->ob_item, PyTuple_GET_SIZE(args[3]), &in) < 0) {
         if (PyErr_Occurred()) drop_error();
         Py_RETURN_NONE;
     }

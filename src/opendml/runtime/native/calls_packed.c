@@ -36,7 +36,7 @@ PyObject *odml_py_call_cache_packed(PyObject *self, PyObject *const *args, Py_ss
         const Py_ssize_t n = PySequence_Fast_GET_SIZE(packed), m = n / split;
         if ((where == 1 || where == 2) && n > 0 && n % split == 0) {
             PyObject *argv[2 + 8 + 4];
-            Py_ssize_t count = 2, made = 0;
+            Py_ssize_t count = 2;                   /* (2 + the lists made) */
             argv[0] = args[0];
             argv[1] = x;
             /* Every list is allocated first: an allocation may run a garbage
@@ -49,8 +49,8 @@ PyObject *odml_py_call_cache_packed(PyObject *self, PyObject *const *args, Py_ss
                 PyObject *list = PyList_New(m);
                 if (!list) break;
                 argv[count++] = list;
-                made++;
             }
+            const Py_ssize_t made = count - 2;
             PyObject *result = NULL;
             if (made == split && PySequence_Fast_GET_SIZE(packed) == n) {
                 PyObject **items = PySequence_Fast_ITEMS(packed);
@@ -66,8 +66,7 @@ PyObject *odml_py_call_cache_packed(PyObject *self, PyObject *const *args, Py_ss
                 result = Py_NewRef(Py_None);
 #endif
             } else if (made == split) {
-                result = Py_None;                   /* (packed changed under us: the operator answers) */
-                Py_INCREF(result);
+                result = Py_NewRef(Py_None);        /* (packed changed under us: the operator answers) */
             }
             for (Py_ssize_t j = 0; j < made; j++) Py_DECREF(argv[2 + j]);
             if (!result) return NULL;               /* (an allocation failure: the operator's kernel raises it too) */
