@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..model._checks import INT32_MAX, INT32_MIN, UINT32_MAX, _short, as_int, as_int_tuple
+from ..model._checks import UINT32_MAX, _short, as_int, as_int_tuple
 from ..model.data_type import DataType
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
@@ -293,25 +293,6 @@ class OperatorDesc:
                     f"StartPadding[{i}] + EndPadding[{i}]; got {self.dilations[i]} * "
                     f"({self.window_sizes[i]} - 1) + 1 = {extent} > {size} + {self.start_padding[i]} + "
                     f"{self.end_padding[i]} = {padded}")
-
-    def _check_slice_window(self, read_name: str, read: TensorDesc) -> None:
-        """SLICE1's and SLICE_GRAD's window rules on the tensor SLICE1 reads
-        (SLICE1's input, SLICE_GRAD's output): one entry per dimension, the
-        window inside the tensor, strides non-zero and in INT32's range."""
-        n = read.rank
-        for f in self.FIELDS:
-            self._ints(f.attr, f.json, n)
-        for i in range(n):
-            o, s, t = self.input_window_offsets[i], self.input_window_sizes[i], self.input_window_strides[i]
-            self._check_bounds("InputWindowOffsets", i, o, 0, UINT32_MAX)
-            self._check_bounds("InputWindowSizes", i, s, 1, UINT32_MAX, " (the window mustn't be empty)")
-            if o + s > read.sizes[i]:
-                raise self._err(
-                    f"InputWindowOffsets[{i}] + InputWindowSizes[{i}] must be <= {read_name}.Sizes[{i}]; "
-                    f"got {o} + {s} > {read.sizes[i]}")
-            if t == 0 or not INT32_MIN <= t <= INT32_MAX:
-                raise self._err(
-                    f"InputWindowStrides[{i}] must be non-zero and in [{INT32_MIN}, {INT32_MAX}]; got {t}")
 
     def _check_slot_tensors(self, *, same_type: bool = True, same_rank: bool = True) -> None:
         """Every slot holds TensorDescs (a ``many`` slot a non-empty sequence of
