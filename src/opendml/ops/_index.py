@@ -259,6 +259,15 @@ class _OfPrimal(IndexOperatorDesc):
         is packed like."""
         raise NotImplementedError
 
+    def _primal_layouts(self, index_layout, wrt_layout) -> list:
+        """The primal's input layouts: ``index_layout`` for its indices,
+        ``wrt_layout`` for its input ``wrt``, its own strides for the other
+        data inputs (which the passes built from the primal's never read)."""
+        p = self.primal
+        k = p._index_position()
+        return [index_layout if j == k else wrt_layout if j == self.wrt else (t.element_strides, 0)
+                for j, t in enumerate(p.inputs)]
+
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class IndexAdjointDesc(_OfPrimal):
@@ -295,17 +304,15 @@ class IndexAdjointDesc(_OfPrimal):
     def _index_passes(self, layouts, out_strides):
         (gs, go), (is_, io) = layouts
         p = self.primal
-        k = p._index_position()
-        primal_layouts = [(is_, io) if j == k else (t.element_strides, 0) for j, t in enumerate(p.inputs)]
-        on_grad = list(p._index_passes(primal_layouts, [tuple(gs)]))
-        on_packed = list(p._index_passes(primal_layouts, [tuple(out_strides[0])]))
-        x = self.output_tensor
         ds = tuple(out_strides[0])
+        primal_layouts = self._primal_layouts((is_, io), (ds, 0))      # the input wrt: this output
+        on_grad = p._index_passes(primal_layouts, [tuple(gs)])
+        on_packed = list(p._index_passes(primal_layouts, [ds]))
         zeroed = False
-        for a, b in zip(on_grad, on_packed):
+        for a in on_grad:
             if isinstance(a, Gather) and a.src == self.wrt:
                 if not zeroed:
-                    yield Fill(0, x.sizes, 0, ds, 0)
+                    yield Fill(0, self.output_tensor.sizes, 0, ds, 0)
                     zeroed = True
                 yield Scatter(0, 0, a.sizes, go + a.dst_offset, a.dst_strides, a.src_offset, a.src_strides,
                               _remap(a.indices, 1), accumulate=True)
@@ -343,11 +350,7 @@ class IndexPrimalDesc(_OfPrimal):
         return (("DataTensor", p.inputs[self.wrt], ""), ("IndicesTensor", getattr(p, p.INDEX_ATTR), "")), p.outputs[0]
 
     def _index_passes(self, layouts, out_strides):
-        p = self.primal
-        k = p._index_position()
-        lay = [layouts[1] if j == k else layouts[0] if j == self.wrt else (t.element_strides, 0)
-               for j, t in enumerate(p.inputs)]
-        for a in p._index_passes(lay, out_strides):
+        for a in self.primal._index_passes(self._primal_layouts(layouts[1], layouts[0]), out_strides):
             if a.src == self.wrt:
                 a = dataclasses.replace(a, src=0)
             elif isinstance(a, Copy):
