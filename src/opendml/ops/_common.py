@@ -321,6 +321,9 @@ class OperatorDesc:
             if t.flags & TensorFlags.OWNED_BY_DML:
                 raise self._err(f"{name}.Flags must not include OWNED_BY_DML (a flag for inputs only)")
 
+    def _check_tensors(self) -> None:
+        self._check_slot_tensors()
+
     def _tensor_tuple(self, s: Tensor) -> tuple:
         """The ``many`` slot ``s`` checked to be a non-empty sequence of
         TensorDesc, stored (and returned) as a tuple."""
@@ -339,11 +342,12 @@ class OperatorDesc:
 
     def _derive_output(self, sizes, rule: str | None = None) -> None:
         """An output left None becomes a packed one of ``sizes`` and the
-        input's DataType; then every slot's checks and, given ``rule`` (where
-        ``sizes`` come from, in words), ``OutputTensor.Sizes == sizes``."""
+        input's DataType; then every slot's checks (``_check_tensors``) and,
+        given ``rule`` (where ``sizes`` come from, in words),
+        ``OutputTensor.Sizes == sizes``."""
         if self.output_tensor is None:
             self._set("output_tensor", self._derived_tensor(self.input_tensor.data_type, sizes, rule))
-        self._check_slot_tensors()
+        self._check_tensors()
         if rule is not None:
             self._check_sizes("OutputTensor", self.output_tensor, sizes, rule)
 

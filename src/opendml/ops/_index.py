@@ -6,24 +6,13 @@ one DimensionCount, leading dimensions that "are ignored" being 1), and
 the lowering helpers to the move program's indexed passes (``plan.Gather``,
 ``plan.Scatter``, ``plan.IndexAxis``).
 
-Out-of-range indices. A description holds no data, so index values are
-never checked here; the passes make every value safe:
-
-* the gathers and the scatters clamp a coordinate outside its dimension to
-  the nearest edge, after a negative value of a signed type was counted
-  from the end (-1 is the last). GATHER's page says reads "will be clamped
-  safely within the input tensor's memory"; opendml applies that one rule to
-  every gather and scatter (the other pages say nothing), so a bad index
-  reads or writes an edge element and never outside a buffer;
-* ONE_HOT: an index outside ``[-depth, depth)`` writes no OnValue (an all-off
-  sequence), as its page and its Example 4 say;
-* REVERSE_SUBSEQUENCES: a length past the axis is clamped to it, as its page
-  says.
-
-Duplicate scatter indices: the pages call them invalid with no guaranteed
-winner; opendml's scatters keep the last write in row-major order of the
-indices (the updates' order), on every backend.
-"""
+A description holds no data, so index values are never checked here; the
+passes make every value safe (``plan.IndexAxis``): the gathers and scatters
+clamp a coordinate into its dimension (GATHER's page's rule, applied to
+all), ONE_HOT skips an index outside ``[-depth, depth)``,
+REVERSE_SUBSEQUENCES clamps a length to the axis; repeated scatter indices:
+the last write in row-major order of the indices wins, on every backend
+(docs/operators/index-family.md)."""
 from __future__ import annotations
 
 import dataclasses
@@ -109,6 +98,8 @@ class IndexOperatorDesc(MoveOperatorDesc):
     DEFAULT_INPUT_START = 0
     #: The integer types the index tensor may have at any level.
     INDEX_ANY_LEVEL = INDEX_TYPES_3_0
+    #: The tensors of one DataType (DirectML names).
+    DATA_SLOTS = ("InputTensor", "OutputTensor")
 
     @property
     def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802 - the ``_spec`` declaration's name
@@ -132,18 +123,10 @@ class IndexOperatorDesc(MoveOperatorDesc):
         return tuple(None if j == k else api.index_adjoint(self, j, grad, indices)
                      for j in range(len(self.inputs)))
 
-    def _check_index_output(self, inp, sizes, rule, data_slots=("InputTensor", "OutputTensor")) -> None:
-        """The output of ``sizes`` (``rule`` in words; a packed one of the
-        input's type derived where None), then ``_check_index_ops``."""
-        if self.output_tensor is None:
-            self._set("output_tensor", self._derived_tensor(inp.data_type, sizes, rule))
-        self._check_index_ops(data_slots)
-        self._check_sizes("OutputTensor", self.output_tensor, sizes, rule)
-
-    def _check_index_ops(self, data_slots: tuple[str, ...] = ()) -> None:
+    def _check_tensors(self) -> None:
         """Every slot a TensorDesc of one DimensionCount, outputs not
         OWNED_BY_DML (``_check_slot_tensors``); the index tensor of an integer
-        index type; every tensor of ``data_slots`` (DirectML names) of the
+        index type; every tensor of ``DATA_SLOTS`` (DirectML names) of the
         first one's DataType."""
         self._check_slot_tensors(same_type=False)
         idx = getattr(self, self.INDEX_ATTR)
@@ -153,6 +136,7 @@ class IndexOperatorDesc(MoveOperatorDesc):
                 f"{self.OPERATOR}: {self.INDEX_SLOT}.DataType {idx.data_type.name} is not supported at feature "
                 f"level {max(FeatureLevel).label} (supported: {_types(self.SUPPORT[-1].types_of(self.INDEX_SLOT))})")
         named = dict(self.named_tensors("input") + self.named_tensors("output"))
+        data_slots = self.DATA_SLOTS
         for name in data_slots[1:]:
             t, first = named[name], named[data_slots[0]]
             if t.data_type != first.data_type:

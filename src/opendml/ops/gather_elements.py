@@ -6,16 +6,7 @@ along ``Axis`` (NumPy's ``take_along_axis``),
 
 lowered to one ``Gather`` pass over the indices' index space whose
 coordinate along ``Axis`` is read from the indices (clamped into the
-dimension, see ``_index``).
-
-Erratum of the page this module follows: its example shows an OutputTensor
-of DataType UINT32 for a FLOAT32 input, against its own constraint
-("InputTensor and OutputTensor must have the same DataType"), which opendml
-checks; the bundled example uses FLOAT32.
-
-The page says the IndicesTensor's sizes "must match InputTensor.Sizes for
-every dimension except Axis"; opendml checks that.
-"""
+dimension). Errata: docs/operators/index-family.md."""
 from __future__ import annotations
 
 import dataclasses
@@ -64,7 +55,7 @@ class GatherElementsOperatorDesc(IndexOperatorDesc):
         idx = self._same_rank("IndicesTensor", self.indices_tensor, inp)
         axis = self._axis_field("axis", "Axis", inp.rank, "InputTensor")
         self._check_all_but_axis("IndicesTensor", idx, "InputTensor", inp, axis)
-        self._check_index_output(inp, self.output_sizes_for((inp.sizes, idx.sizes))[0], "IndicesTensor.Sizes")
+        self._derive_output(self.output_sizes_for((inp.sizes, idx.sizes))[0], "IndicesTensor.Sizes")
 
     def output_sizes_for(self, input_sizes):
         return (tuple(input_sizes[1]),)

@@ -6,10 +6,8 @@ of SPLIT.
     Output[..., offset_i + j, ...] = InputTensors[i][..., j, ...],
         offset_i = sum of the earlier inputs' Sizes[Axis]
 
-Support: the page's tables give ranks 4 to 5 at 3_0 and 1 to 8 from 4_1;
-DirectML 1.5's release notes (feature level 3_1) list JOIN among the
-operators that gained 8-D tensors, so opendml accepts 1 to 8 from 3_1.
-"""
+Ranks 1 to 8 from 3_1, as DirectML 1.5's release notes say (erratum:
+docs/operators/join-split.md)."""
 from __future__ import annotations
 
 import dataclasses

@@ -10,18 +10,9 @@
       SYMMETRIC   mirrored repeating the edge, periodically (period 2n)   (feature level 3_0)
       WRAP        Input[i mod n]                                          (feature level 6_4)
 
-Padding may exceed the input's size in every mode (the page says so for
-REFLECTION and SYMMETRIC: "mirror new padding regions periodically"). A
-REFLECTION of an axis of size 1 repeats its one element (the page's period
-2(n - 1) is 0 there; opendml's choice). ``PaddingValue`` is a FLOAT: for
-integer types it is truncated toward zero (the page: "10.6 will become 10")
-and saturated to the type's range, NaN giving 0 (CAST's rules); FLOAT16
-rounds to nearest.
-
-The page's ``DML_PADDING_MODE`` enum page lists only CONSTANT, EDGE and
-REFLECTION; SYMMETRIC (3_0) and WRAP (6_4, DirectML 1.15's release notes) are
-in the header and the release notes.
-"""
+Padding may exceed the input's size in every mode. ``PaddingValue`` is a
+FLOAT, converted to the output's type by CAST's rules. Errata and decisions
+(SYMMETRIC and WRAP, REFLECTION of one element): docs/operators/padding.md."""
 from __future__ import annotations
 
 import dataclasses

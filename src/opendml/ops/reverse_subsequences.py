@@ -9,11 +9,7 @@ A length past the axis behaves as if clamped to it (the page); lengths 0 and
 1 copy the sequence. Lowered to one ``Gather`` pass whose coordinate along
 Axis is computed from the length (``INDEX_REVERSE_LENGTH``). The operation
 is its own adjoint (a permutation of each sequence that is its own
-inverse).
-
-Erratum (a gap of the page): the examples call the tensor "SequenceTensor";
-the struct field is SequenceLengthsTensor, the name opendml uses.
-"""
+inverse)."""
 from __future__ import annotations
 
 import dataclasses
@@ -75,7 +71,7 @@ class ReverseSubsequencesOperatorDesc(SameSizes, IndexOperatorDesc):
         lengths = self._same_rank("SequenceLengthsTensor", self.sequence_lengths_tensor, inp)
         axis = self._axis_field("axis", "Axis", inp.rank, "InputTensor")
         self._check_all_but_axis("SequenceLengthsTensor", lengths, "InputTensor", inp, axis, axis_size=1)
-        self._check_index_output(inp, self.output_sizes_for((inp.sizes,))[0], "InputTensor.Sizes")
+        self._derive_output(self.output_sizes_for((inp.sizes,))[0], "InputTensor.Sizes")
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (ls, lo) = layouts
