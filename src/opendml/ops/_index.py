@@ -113,7 +113,7 @@ class IndexOperatorDesc(MoveOperatorDesc):
     def chunking(self):
         """Block-wise runs (Dask, see ``_spec``): every axis in one chunk
         (the result's axes are not the inputs' one for one); the
-        element-wise gathers and scatters need only ``Axis`` whole."""
+        element-wise gathers and scatters need only ``Axis`` whole (``WholeAxis``)."""
         return {k: 0 for k in range(self.inputs[0].rank)}
 
     def adjoint(self, api, grad, indices):

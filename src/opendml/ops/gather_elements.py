@@ -13,12 +13,13 @@ import dataclasses
 
 from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
+from ._move import WholeAxis
 from ._index import CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, elements_axis, index_support, position
 from ._spec import Binding, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class GatherElementsOperatorDesc(IndexOperatorDesc):
+class GatherElementsOperatorDesc(WholeAxis, IndexOperatorDesc):
     """``OutputTensor`` may be None: a packed output of the indices' sizes."""
 
     input_tensor: TensorDesc
@@ -66,6 +67,3 @@ class GatherElementsOperatorDesc(IndexOperatorDesc):
         src = tuple(0 if d == a else s for d, s in enumerate(xs))
         yield Gather(0, 0, self.indices_tensor.sizes, xo, src, 0, tuple(out_strides[0]),
                      (position(1, io, is_, xs[a], self.input_tensor.sizes[a]),))
-
-    def chunking(self):
-        return {self.axis: 0}

@@ -15,12 +15,12 @@ import dataclasses
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
 from ._common import TYPES_1_0, support
-from ._move import MoveOperatorDesc
+from ._move import MoveOperatorDesc, WholeAxis
 from ._spec import Binding, Tensor, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class JoinOperatorDesc(MoveOperatorDesc):
+class JoinOperatorDesc(WholeAxis, MoveOperatorDesc):
     """``OutputTensor`` may be None: a packed output of the joined sizes."""
 
     input_tensors: tuple[TensorDesc, ...]
@@ -75,6 +75,3 @@ class JoinOperatorDesc(MoveOperatorDesc):
 
     def adjoint(self, api, grad):
         return tuple(api.split(grad, self.axis, [t.sizes[self.axis] for t in self.input_tensors]))
-
-    def chunking(self):
-        return {self.axis: 0}

@@ -18,13 +18,13 @@ from ..model.tensor_desc import TensorDesc
 from ..model.data_type import DataType
 from ..plan import INDEX_REVERSE_LENGTH, Gather
 from ._common import support
-from ._move import SameSizes
+from ._move import SameSizes, WholeAxis
 from ._index import INDEX_TYPES_1_0, IndexOperatorDesc, dims, position
 from ._spec import Binding, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class ReverseSubsequencesOperatorDesc(SameSizes, IndexOperatorDesc):
+class ReverseSubsequencesOperatorDesc(SameSizes, WholeAxis, IndexOperatorDesc):
     """``OutputTensor`` may be None: a packed output of the input's sizes."""
 
     input_tensor: TensorDesc
@@ -80,9 +80,6 @@ class ReverseSubsequencesOperatorDesc(SameSizes, IndexOperatorDesc):
         lstr = tuple(0 if d == a else s for d, s in enumerate(ls))
         yield Gather(0, 0, self.input_tensor.sizes, xo, src, 0, tuple(out_strides[0]),
                      (position(1, lo, lstr, xs[a], self.input_tensor.sizes[a], mode=INDEX_REVERSE_LENGTH, axis=a),))
-
-    def chunking(self):
-        return {self.axis: 0}
 
     def adjoint(self, api, grad, lengths):
         """Its own adjoint: each sequence's permutation is its own inverse."""

@@ -16,14 +16,14 @@ import dataclasses
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Scatter
 from ._common import FLOAT16_32
-from ._move import SameSizes
+from ._move import SameSizes, WholeAxis
 from ._index import (CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, elements_axis, index_support,
                      position)
 from ._spec import Binding, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class ScatterElementsOperatorDesc(SameSizes, IndexOperatorDesc):
+class ScatterElementsOperatorDesc(SameSizes, WholeAxis, IndexOperatorDesc):
     """``OutputTensor`` may be None: a packed output of the input's sizes."""
 
     input_tensor: TensorDesc
@@ -81,6 +81,3 @@ class ScatterElementsOperatorDesc(SameSizes, IndexOperatorDesc):
         dst = tuple(0 if d == a else s for d, s in enumerate(os_))
         yield Scatter(2, 0, self.updates_tensor.sizes, uo, tuple(us), 0, dst,
                       (position(1, io, is_, os_[a], self.output_tensor.sizes[a]),))
-
-    def chunking(self):
-        return {self.axis: 0}

@@ -176,10 +176,6 @@ class Slice1OperatorDesc(SliceWindow):
         return make
 
     def _fast_path(self) -> bool:
-        """The one-pass check of the common valid case (``FastPathDesc``): a
-        TensorDesc input, fields of plain ints, one per dimension, the window
-        inside the input, strides non-zero in INT32's range, an output that is
-        derived or agrees."""
         inp = self.input_tensor
         if type(inp) is not TensorDesc:
             return False
