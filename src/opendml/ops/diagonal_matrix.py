@@ -67,8 +67,9 @@ def _band(lo: int, hi: int, h: int, w: int) -> list[tuple[int, int, tuple, tuple
 
 
 class _DiagonalRules(MoveOperatorDesc):
-    """What both generators share: the output's checks, the fill ranges and
-    the lowering."""
+    """What both generators share: the output's checks and the lowering of
+    ``fill_ranges()`` (the diagonals ``x - y`` filled: half-open ranges)
+    filled with ``fill_value()`` (a value of the output's type)."""
 
     DEFAULT_INPUT_START = 1
 
@@ -78,14 +79,6 @@ class _DiagonalRules(MoveOperatorDesc):
         if out.rank < 2:
             raise self._err(f"OutputTensor.DimensionCount must be at least 2 (the matrix' height and width); "
                             f"got {out.rank} (Sizes {list(out.sizes)})")
-
-    def fill_ranges(self) -> list[tuple[int, int]]:
-        """The diagonals (``x - y``) filled with the value: half-open ranges."""
-        raise NotImplementedError
-
-    def fill_value(self):
-        """The value written, as a value of the output's type."""
-        raise NotImplementedError
 
     def _passes(self, layouts):
         out = self.output_tensor

@@ -184,11 +184,8 @@ class FoldOperatorDesc(_Windowed):
     @staticmethod
     def output_sizes_of(input_sizes, output_spatial, window_sizes, strides=None, dilations=None,
                         start_padding=None, end_padding=None) -> tuple:
-        """The output's sizes, ``(N, C, *output_spatial)``, for an input of
-        ``input_sizes`` (``(..., N, C x prod(WindowSizes), BlockCount)``): the
-        one copy of FOLD's shape rule (its input's rule is UNFOLD's
-        ``output_sizes_of`` on these sizes). Any int-like values, symbolic
-        sizes included; no rule is checked."""
+        """``(N, C, *output_spatial)`` for an input of ``input_sizes``
+        (``(..., N, C x prod(WindowSizes), BlockCount)``)."""
         return (input_sizes[-3], input_sizes[-2] // math.prod(window_sizes), *output_spatial)
 
     @staticmethod
