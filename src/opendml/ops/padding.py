@@ -83,22 +83,18 @@ class PaddingRules(MoveOperatorDesc):
             n = sizes[k]
             reduced = shape[:k] + [n] + shape[k + 1:]
 
-            def window(at, count):
-                return ([at if j == k else 0 for j in range(r)], [count if j == k else s for j, s in enumerate(shape)])
-            offsets, counts = window(start[k], n)
-            total = api.slice1(grad, offsets, counts, [1] * r)          # the interior
+            def window(at, count, of):          # (offsets, sizes) of ``count`` elements from ``at`` along k
+                return [at if j == k else 0 for j in range(r)], [count if j == k else s for j, s in enumerate(of)]
+            total = api.slice1(grad, *window(start[k], n, shape), [1] * r)          # the interior
             for o, length, i, step in pad_axis_runs(int(self.padding_mode), start[k], end[k], n):
-                offsets, counts = window(o, length)
-                piece = api.slice1(grad, offsets, counts, [1] * r)
+                piece = api.slice1(grad, *window(o, length, shape), [1] * r)
                 if step == 0:                                           # one element read `length` times
                     piece = api.reshape(api.sum(piece, (k,)), reduced[:k] + [1] + reduced[k + 1:])
                     at, length, step = i, 1, 1
                 else:
                     at = i if step > 0 else i - length + 1
-                offsets = [at if j == k else 0 for j in range(r)]
-                counts = [length if j == k else s for j, s in enumerate(reduced)]
-                total = total + api.slice_grad(piece, reduced, offsets, counts, [step if j == k else 1
-                                                                                   for j in range(r)])
+                total = total + api.slice_grad(piece, reduced, *window(at, length, reduced),
+                                               [step if j == k else 1 for j in range(r)])
             grad, shape = total, reduced
         return (grad,)
 
