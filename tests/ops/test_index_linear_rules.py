@@ -1,11 +1,14 @@
 """The rules of the index-driven operators' linear maps (``IndexAdjointDesc``,
 ``IndexPrimalDesc``): the tensors they take must match the primal's, and
 the messages say which and how."""
+import math
+
 import pytest
 
 from opendml import DataType, TensorDesc, ValidationError
 from opendml.ops._index import IndexAdjointDesc, IndexPrimalDesc
 from opendml.ops.gather_elements import GatherElementsOperatorDesc
+from opendml.ops.scatter import ScatterElementsOperatorDesc
 
 F32, I32 = DataType.FLOAT32, DataType.INT32
 X, IDX = TensorDesc(F32, (3, 4)), TensorDesc(I32, (2, 4))
@@ -39,3 +42,18 @@ def test_index_operators_are_linear_in_float_data_only():
     assert PRIMAL.linear_part() is PRIMAL
     ints = GatherElementsOperatorDesc(TensorDesc(I32, (3, 4)), IDX, None, 0)
     assert ints.linear_part() is None
+
+
+
+@pytest.mark.parametrize("make, wrt, strided", [
+    (lambda x: GatherElementsOperatorDesc(x, IDX, None, 0), 0, TensorDesc(F32, (3, 4), strides=(8, 2))),
+    (lambda x: ScatterElementsOperatorDesc(x, IDX, TensorDesc(F32, (2, 4)), None, 0), 0,
+     TensorDesc(F32, (3, 4), strides=(8, 2))),
+    (lambda u: ScatterElementsOperatorDesc(X, IDX, u, None, 0), 2, TensorDesc(F32, (2, 4), strides=(1, 2))),
+])
+def test_adjoint_writes_its_packed_output_whatever_the_primal_input_strides(make, wrt, strided):
+    packed = make(TensorDesc(F32, strided.sizes))
+    grad = TensorDesc(F32, packed.output_tensor.sizes)
+    want = IndexAdjointDesc(packed, wrt, grad, IDX).lower()
+    assert IndexAdjointDesc(make(strided), wrt, grad, IDX).lower() == want
+    assert want.out_spans() == [(0, math.prod(strided.sizes) - 1)]

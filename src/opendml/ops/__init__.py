@@ -5,35 +5,26 @@ program (``plan.MovePlan``, every operator's one plan type).
 DxDispatch runner) to the descriptions: adding an operator is one module plus
 one line here. May import ``opendml.model`` and ``opendml.plan`` only.
 
-What every operator class declares (``OPERATOR``, ``SUPPORT``,
-``SLOTS``/``TENSORS``, ``FIELDS``, ``COUNTS``, ``DEFAULT_INPUT_START``,
-its ``_passes``) and what a description offers
-(``inputs``, ``outputs``, ``named_tensors``, ``validate``, ``lower``) is
-written once, in ``_common.OperatorDesc``'s docstring; the slot and field
-kinds (``Tensor``, ``Field``/``IntArray``, ``UInt``, ``Int``, ``Float``,
-``Bool``, ``Enum``, ``ScalarUnion``, ``Struct``) in ``_spec``. Beside those:
+What every operator class declares and what a description offers is written
+once, in ``_common.OperatorDesc``'s docstring; the slot and field kinds in
+``_spec``. Beside those:
 
 * ``C_LOWERING``/``C_INDEX``: the number of its never-seen shapes' C lowering
   (newshape.h's ``ODML_LOWER_*``; runtime/native/newshape_index.c's), where
-  it has one; ``chunking()``: which input axes a block-wise run (Dask) needs
-  in one chunk (0) or cut at multiples of m (m), or a kind of ``_spec``.
+  it has one; ``chunking()``: see ``_spec``.
 * The window operators (SLICE, SLICE1, SLICE_GRAD, UNFOLD, FOLD) declare
   their framework forms too: ``output_sizes_of`` (the one copy of the shape
   rule, for any int-like values), ``adjoint_call(input_sizes, args)`` (the
   adjoint as an array-API call ``(name, arguments, shape or None)``),
   ``batched_args`` (vmap), ``framework_call`` (the PyTorch operators'
-  form) and ``SCHEMA`` (that form's ``torch.library`` schema, after the
-  name), ``call_args()`` (the array API's arguments after the array that
-  give the description), and the new-shape
-  route's ``plain_lowering(in_sizes, *args)``: the description-free plan of
-  the common valid case, in index space (None for anything else, which the
-  descriptions then name), run by ``PLAIN_KERNEL``; its caller has checked
-  that ``TensorDesc(t, in_sizes)`` is valid. It is the reference of
-  its C copy (``C_PLAIN``: newshape.h's ``ODML_PLAIN_*``), which the one
-  C new-shape route runs (the move program's tuned pass, lowering number
+  form) and ``SCHEMA`` (its ``torch.library`` schema, after the name),
+  ``call_args()`` (the array API's arguments after the array), and
+  ``plain_lowering(in_sizes, *args)``: the description-free plan of the
+  common valid case, in index space (None for anything else), run by
+  ``PLAIN_KERNEL``, for an input its caller checked. It is the reference of
+  its C copy (``C_PLAIN``: newshape.h's ``ODML_PLAIN_*``, run as lowering
   ``runtime.calls.LOWER_PLAIN | C_PLAIN``); tests/test_newshape_lowering.py
-  compares the two.
-"""
+  compares the two."""
 from ._common import OperatorDesc, SupportRow, support
 from ._spec import (REQUIRED, Bool, DepthSpaceOrder, Enum, Field, Float, Int, IntArray, PaddingMode, ScalarUnion,
                     ScaleBias, Struct, Tensor, UInt)

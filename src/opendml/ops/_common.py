@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..model._checks import INT32_MAX, INT32_MIN, UINT32_MAX, _short, as_int, as_int_tuple
+from ..model._checks import UINT32_MAX, _short, as_int, as_int_tuple
 from ..model.data_type import DataType
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
@@ -294,25 +294,6 @@ class OperatorDesc:
                     f"({self.window_sizes[i]} - 1) + 1 = {extent} > {size} + {self.start_padding[i]} + "
                     f"{self.end_padding[i]} = {padded}")
 
-    def _check_slice_window(self, read_name: str, read: TensorDesc) -> None:
-        """SLICE1's and SLICE_GRAD's window rules on the tensor SLICE1 reads
-        (SLICE1's input, SLICE_GRAD's output): one entry per dimension, the
-        window inside the tensor, strides non-zero and in INT32's range."""
-        n = read.rank
-        for f in self.FIELDS:
-            self._ints(f.attr, f.json, n)
-        for i in range(n):
-            o, s, t = self.input_window_offsets[i], self.input_window_sizes[i], self.input_window_strides[i]
-            self._check_bounds("InputWindowOffsets", i, o, 0, UINT32_MAX)
-            self._check_bounds("InputWindowSizes", i, s, 1, UINT32_MAX, " (the window mustn't be empty)")
-            if o + s > read.sizes[i]:
-                raise self._err(
-                    f"InputWindowOffsets[{i}] + InputWindowSizes[{i}] must be <= {read_name}.Sizes[{i}]; "
-                    f"got {o} + {s} > {read.sizes[i]}")
-            if t == 0 or not INT32_MIN <= t <= INT32_MAX:
-                raise self._err(
-                    f"InputWindowStrides[{i}] must be non-zero and in [{INT32_MIN}, {INT32_MAX}]; got {t}")
-
     def _check_slot_tensors(self, *, same_type: bool = True, same_rank: bool = True) -> None:
         """Every slot holds TensorDescs (a ``many`` slot a non-empty sequence of
         them, stored as a tuple; an optional input may be None); outputs are
@@ -340,6 +321,9 @@ class OperatorDesc:
             if t.flags & TensorFlags.OWNED_BY_DML:
                 raise self._err(f"{name}.Flags must not include OWNED_BY_DML (a flag for inputs only)")
 
+    def _check_tensors(self) -> None:
+        self._check_slot_tensors()
+
     def _tensor_tuple(self, s: Tensor) -> tuple:
         """The ``many`` slot ``s`` checked to be a non-empty sequence of
         TensorDesc, stored (and returned) as a tuple."""
@@ -358,11 +342,12 @@ class OperatorDesc:
 
     def _derive_output(self, sizes, rule: str | None = None) -> None:
         """An output left None becomes a packed one of ``sizes`` and the
-        input's DataType; then every slot's checks and, given ``rule`` (where
-        ``sizes`` come from, in words), ``OutputTensor.Sizes == sizes``."""
+        input's DataType; then every slot's checks (``_check_tensors``) and,
+        given ``rule`` (where ``sizes`` come from, in words),
+        ``OutputTensor.Sizes == sizes``."""
         if self.output_tensor is None:
             self._set("output_tensor", self._derived_tensor(self.input_tensor.data_type, sizes, rule))
-        self._check_slot_tensors()
+        self._check_tensors()
         if rule is not None:
             self._check_sizes("OutputTensor", self.output_tensor, sizes, rule)
 

@@ -6,24 +6,13 @@ one DimensionCount, leading dimensions that "are ignored" being 1), and
 the lowering helpers to the move program's indexed passes (``plan.Gather``,
 ``plan.Scatter``, ``plan.IndexAxis``).
 
-Out-of-range indices. A description holds no data, so index values are
-never checked here; the passes make every value safe:
-
-* the gathers and the scatters clamp a coordinate outside its dimension to
-  the nearest edge, after a negative value of a signed type was counted
-  from the end (-1 is the last). GATHER's page says reads "will be clamped
-  safely within the input tensor's memory"; opendml applies that one rule to
-  every gather and scatter (the other pages say nothing), so a bad index
-  reads or writes an edge element and never outside a buffer;
-* ONE_HOT: an index outside ``[-depth, depth)`` writes no OnValue (an all-off
-  sequence), as its page and its Example 4 say;
-* REVERSE_SUBSEQUENCES: a length past the axis is clamped to it, as its page
-  says.
-
-Duplicate scatter indices: the pages call them invalid with no guaranteed
-winner; opendml's scatters keep the last write in row-major order of the
-indices (the updates' order), on every backend.
-"""
+A description holds no data, so index values are never checked here; the
+passes make every value safe (``plan.IndexAxis``): the gathers and scatters
+clamp a coordinate into its dimension (GATHER's page's rule, applied to
+all), ONE_HOT skips an index outside ``[-depth, depth)``,
+REVERSE_SUBSEQUENCES clamps a length to the axis; repeated scatter indices:
+the last write in row-major order of the indices wins, on every backend
+(docs/operators/index-family.md)."""
 from __future__ import annotations
 
 import dataclasses
@@ -109,6 +98,8 @@ class IndexOperatorDesc(MoveOperatorDesc):
     DEFAULT_INPUT_START = 0
     #: The integer types the index tensor may have at any level.
     INDEX_ANY_LEVEL = INDEX_TYPES_3_0
+    #: The tensors of one DataType (DirectML names).
+    DATA_SLOTS = ("InputTensor", "OutputTensor")
 
     @property
     def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802 - the ``_spec`` declaration's name
@@ -122,7 +113,7 @@ class IndexOperatorDesc(MoveOperatorDesc):
     def chunking(self):
         """Block-wise runs (Dask, see ``_spec``): every axis in one chunk
         (the result's axes are not the inputs' one for one); the
-        element-wise gathers and scatters need only ``Axis`` whole."""
+        element-wise gathers and scatters need only ``Axis`` whole (``WholeAxis``)."""
         return {k: 0 for k in range(self.inputs[0].rank)}
 
     def adjoint(self, api, grad, indices):
@@ -132,18 +123,10 @@ class IndexOperatorDesc(MoveOperatorDesc):
         return tuple(None if j == k else api.index_adjoint(self, j, grad, indices)
                      for j in range(len(self.inputs)))
 
-    def _check_index_output(self, inp, sizes, rule, data_slots=("InputTensor", "OutputTensor")) -> None:
-        """The output of ``sizes`` (``rule`` in words; a packed one of the
-        input's type derived where None), then ``_check_index_ops``."""
-        if self.output_tensor is None:
-            self._set("output_tensor", self._derived_tensor(inp.data_type, sizes, rule))
-        self._check_index_ops(data_slots)
-        self._check_sizes("OutputTensor", self.output_tensor, sizes, rule)
-
-    def _check_index_ops(self, data_slots: tuple[str, ...] = ()) -> None:
+    def _check_tensors(self) -> None:
         """Every slot a TensorDesc of one DimensionCount, outputs not
         OWNED_BY_DML (``_check_slot_tensors``); the index tensor of an integer
-        index type; every tensor of ``data_slots`` (DirectML names) of the
+        index type; every tensor of ``DATA_SLOTS`` (DirectML names) of the
         first one's DataType."""
         self._check_slot_tensors(same_type=False)
         idx = getattr(self, self.INDEX_ATTR)
@@ -153,6 +136,7 @@ class IndexOperatorDesc(MoveOperatorDesc):
                 f"{self.OPERATOR}: {self.INDEX_SLOT}.DataType {idx.data_type.name} is not supported at feature "
                 f"level {max(FeatureLevel).label} (supported: {_types(self.SUPPORT[-1].types_of(self.INDEX_SLOT))})")
         named = dict(self.named_tensors("input") + self.named_tensors("output"))
+        data_slots = self.DATA_SLOTS
         for name in data_slots[1:]:
             t, first = named[name], named[data_slots[0]]
             if t.data_type != first.data_type:
@@ -259,6 +243,15 @@ class _OfPrimal(IndexOperatorDesc):
         is packed like."""
         raise NotImplementedError
 
+    def _primal_layouts(self, index_layout, wrt_layout) -> list:
+        """The primal's input layouts: ``index_layout`` for its indices,
+        ``wrt_layout`` for its input ``wrt``, its own strides for the other
+        data inputs (which the passes built from the primal's never read)."""
+        p = self.primal
+        k = p._index_position()
+        return [index_layout if j == k else wrt_layout if j == self.wrt else (t.element_strides, 0)
+                for j, t in enumerate(p.inputs)]
+
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class IndexAdjointDesc(_OfPrimal):
@@ -295,17 +288,15 @@ class IndexAdjointDesc(_OfPrimal):
     def _index_passes(self, layouts, out_strides):
         (gs, go), (is_, io) = layouts
         p = self.primal
-        k = p._index_position()
-        primal_layouts = [(is_, io) if j == k else (t.element_strides, 0) for j, t in enumerate(p.inputs)]
-        on_grad = list(p._index_passes(primal_layouts, [tuple(gs)]))
-        on_packed = list(p._index_passes(primal_layouts, [tuple(out_strides[0])]))
-        x = self.output_tensor
         ds = tuple(out_strides[0])
+        primal_layouts = self._primal_layouts((is_, io), (ds, 0))      # the input wrt: this output
+        on_grad = p._index_passes(primal_layouts, [tuple(gs)])
+        on_packed = list(p._index_passes(primal_layouts, [ds]))
         zeroed = False
-        for a, b in zip(on_grad, on_packed):
+        for a in on_grad:
             if isinstance(a, Gather) and a.src == self.wrt:
                 if not zeroed:
-                    yield Fill(0, x.sizes, 0, ds, 0)
+                    yield Fill(0, self.output_tensor.sizes, 0, ds, 0)
                     zeroed = True
                 yield Scatter(0, 0, a.sizes, go + a.dst_offset, a.dst_strides, a.src_offset, a.src_strides,
                               _remap(a.indices, 1), accumulate=True)
@@ -343,11 +334,7 @@ class IndexPrimalDesc(_OfPrimal):
         return (("DataTensor", p.inputs[self.wrt], ""), ("IndicesTensor", getattr(p, p.INDEX_ATTR), "")), p.outputs[0]
 
     def _index_passes(self, layouts, out_strides):
-        p = self.primal
-        k = p._index_position()
-        lay = [layouts[1] if j == k else layouts[0] if j == self.wrt else (t.element_strides, 0)
-               for j, t in enumerate(p.inputs)]
-        for a in p._index_passes(lay, out_strides):
+        for a in self.primal._index_passes(self._primal_layouts(layouts[1], layouts[0]), out_strides):
             if a.src == self.wrt:
                 a = dataclasses.replace(a, src=0)
             elif isinstance(a, Copy):

@@ -38,6 +38,14 @@ class SameSizes:
         return (tuple(input_sizes[0]),)
 
 
+class WholeAxis:
+    """Mixin of the operators along ``Axis``: a block-wise run (Dask, see
+    ``_spec``) needs that axis in one chunk."""
+
+    def chunking(self):
+        return {self.axis: 0}
+
+
 class ElementWiseDesc(SameSizes, MoveOperatorDesc):
     """IDENTITY and CAST: one strided ``Copy`` of the input to an output of its sizes."""
 

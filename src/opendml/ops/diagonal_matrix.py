@@ -4,36 +4,22 @@ matrices. The last two dimensions of the output are a matrix (height H,
 width W); the dimensions before them count a stack of matrices. With y the
 row and x the column of an element, its diagonal is ``x - y``:
 
-* DIAGONAL_MATRIX: ``Value`` on diagonal ``Offset``, 0 elsewhere.
-  ``Value`` is a FLOAT; for an integer output it is converted by CAST's
-  rules (truncated toward zero: 10.6 gives 10; saturated; NaN gives 0).
+* DIAGONAL_MATRIX: ``Value`` (a FLOAT, converted by CAST's rules) on
+  diagonal ``Offset``, 0 elsewhere.
 * DIAGONAL_MATRIX1: ``Value`` (a ``DML_SCALAR_UNION`` read as
   ``ValueDataType``, which must equal ``OutputTensor.DataType``) on the
   diagonals in ``[DiagonalFillBegin, DiagonalFillEnd)``; an inverted range
   (begin > end) fills the diagonals outside ``[DiagonalFillEnd,
   DiagonalFillBegin)`` instead (the page's pseudocode:
   ``(End >= Begin) ^ (x - y >= Begin) ^ (x - y < End)``); begin == end fills
-  nothing. Elsewhere the optional ``InputTensor``'s element, or 0 without
-  one. ``InputTensor`` has the output's DataType and DimensionCount (the
-  page's constraint) and, as the pseudocode reads it at every output
-  coordinate, its Sizes (opendml's rule: the page states no Sizes rule).
+  nothing. Elsewhere the optional ``InputTensor``'s element (of the
+  output's Sizes: erratum, docs/operators/diagonal-matrix.md), or 0.
 
 Lowered to the move program: a ``Copy`` of the input (or a ``Fill`` of 0),
-then ``Fill`` passes of the value over each band of diagonals, clipped to
-the matrix: one strided ``Fill`` per diagonal (step ``W + 1`` within a
-matrix, the stack's dimensions in front), or, where fewer, one per row's
-contiguous run and one two-dimensional ``Fill`` (rows stepping ``W + 1``)
-for the rows the band crosses whole. Every backend runs it; no kernel of its
-own.
-
-DIAGONAL_MATRIX1 with an InputTensor is affine in it: the derivative is the
-operator with Value 0 (the input with the filled diagonals zeroed), its own
-adjoint. Without an input neither operator has anything to differentiate.
-
-Erratum: the DIAGONAL_MATRIX1 page's "Default identity matrix" example gives
-Value 7 and shows an output of 1s; by the pseudocode (and opendml) Value 7
-puts 7s on the diagonal: the printed output is Value 1's.
-"""
+then ``Fill`` passes of the value over each band of diagonals (``_band``).
+Every backend runs it; no kernel of its own. DIAGONAL_MATRIX1 with an
+InputTensor is affine in it: the derivative is the operator with Value 0,
+its own adjoint."""
 from __future__ import annotations
 
 import dataclasses
@@ -81,8 +67,9 @@ def _band(lo: int, hi: int, h: int, w: int) -> list[tuple[int, int, tuple, tuple
 
 
 class _DiagonalRules(MoveOperatorDesc):
-    """What both generators share: the output's checks, the fill ranges and
-    the lowering."""
+    """What both generators share: the output's checks and the lowering of
+    ``fill_ranges()`` (the diagonals ``x - y`` filled: half-open ranges)
+    filled with ``fill_value()`` (a value of the output's type)."""
 
     DEFAULT_INPUT_START = 1
 
@@ -92,14 +79,6 @@ class _DiagonalRules(MoveOperatorDesc):
         if out.rank < 2:
             raise self._err(f"OutputTensor.DimensionCount must be at least 2 (the matrix' height and width); "
                             f"got {out.rank} (Sizes {list(out.sizes)})")
-
-    def fill_ranges(self) -> list[tuple[int, int]]:
-        """The diagonals (``x - y``) filled with the value: half-open ranges."""
-        raise NotImplementedError
-
-    def fill_value(self):
-        """The value written, as a value of the output's type."""
-        raise NotImplementedError
 
     def _passes(self, layouts):
         out = self.output_tensor

@@ -4,10 +4,8 @@ adjoint of UNFOLD, over 1 to 6 spatial dimensions.
     BlocksPerDimension[d] = (OutputSpatialSize[d] + StartPadding[d] + EndPadding[d]
                              - Dilations[d] * (WindowSizes[d] - 1) - 1) / Strides[d] + 1
     Input sizes: (N, C x prod(WindowSizes), prod(BlocksPerDimension)),
-    optionally preceded by 1s up to the output's DimensionCount (UNFOLD's
-    erratum 4 read the other way: the page repeats UNFOLD's "same
-    DimensionCount" sentence, which its own examples contradict, 3-D in and
-    4-D out; equal ranks are reached with leading 1s).
+    optionally preceded by 1s up to the output's DimensionCount (erratum:
+    docs/operators/fold.md).
     Output[n, c, p] = sum over window elements k (row-major, increasing) of
                       Input[n, c * prod(WindowSizes) + k, b]
                       where b*Strides + k*Dilations - StartPadding == p
@@ -15,9 +13,7 @@ adjoint of UNFOLD, over 1 to 6 spatial dimensions.
     padding is dropped; an output element no block reaches is 0).
 
 The output description is required: the spatial sizes come from it. Sums are
-exact and deterministic (see ``FoldPlan``): integers wrap, float16 sums in
-float32 and rounds once, float32 and float64 sum in their own type.
-"""
+exact and deterministic (see ``FoldPlan``)."""
 from __future__ import annotations
 
 import dataclasses
@@ -188,11 +184,8 @@ class FoldOperatorDesc(_Windowed):
     @staticmethod
     def output_sizes_of(input_sizes, output_spatial, window_sizes, strides=None, dilations=None,
                         start_padding=None, end_padding=None) -> tuple:
-        """The output's sizes, ``(N, C, *output_spatial)``, for an input of
-        ``input_sizes`` (``(..., N, C x prod(WindowSizes), BlockCount)``): the
-        one copy of FOLD's shape rule (its input's rule is UNFOLD's
-        ``output_sizes_of`` on these sizes). Any int-like values, symbolic
-        sizes included; no rule is checked."""
+        """``(N, C, *output_spatial)`` for an input of ``input_sizes``
+        (``(..., N, C x prod(WindowSizes), BlockCount)``)."""
         return (input_sizes[-3], input_sizes[-2] // math.prod(window_sizes), *output_spatial)
 
     @staticmethod

@@ -7,30 +7,10 @@ positions ``IndicesTensor`` holds,
                            InputTensor.Sizes[Axis + 1 ..] }
 
 right-aligned to the tensors' one DimensionCount D: leading 1s are cropped
-where the concatenation is longer than D, prepended where it is shorter.
-Lowered to one ``Gather`` pass over the concatenation's index space whose
-coordinate along ``Axis`` is read from the indices (clamped into the
-dimension, see ``_index``).
-
-Errata of the page this module follows:
-
-* IndexDimensions "ranging [0, IndicesTensor.DimensionCount)", but Example 1
-  uses IndexDimensions 1 with 1-D indices: opendml accepts
-  ``[0, IndicesTensor.DimensionCount]``.
-* Example 3 (a {3,2} input, Axis 1, IndexDimensions 2, indices {1,2}) shows
-  a {3,2} output, while the page's own size rule gives {3,1,2} (rank 2 + 2 -
-  1 = 3 > 2): opendml's bundled example uses IndexDimensions 1, with which
-  the example is consistent.
-* OutputTensor: "The DimensionCount and DataType of this tensor must match
-  InputTensor.DimensionCount" (garbled): the constraints say same
-  DimensionCount and same DataType, which opendml checks.
-
-Rules beyond the page's words that make the description well defined: the
-indices' dimensions before the last IndexDimensions ("irrelevant leading
-ones") must be 1, and the concatenation's dimensions cropped to fit D must
-be 1. The page's own rule, the input's original rank (D less its leading
-1s) + IndexDimensions - 1 <= D, is checked as written.
-"""
+where the concatenation is longer than D (they must be 1), prepended where
+it is shorter. Lowered to one ``Gather`` pass over the concatenation's index
+space whose coordinate along ``Axis`` is read from the indices (clamped into
+the dimension). Errata: docs/operators/index-family.md."""
 from __future__ import annotations
 
 import dataclasses
@@ -117,9 +97,9 @@ class GatherOperatorDesc(IndexOperatorDesc):
             raise self._err(f"the gathered sizes {list(full)} (InputTensor.Sizes[0..Axis], the last IndexDimensions "
                             f"of IndicesTensor.Sizes, InputTensor.Sizes[Axis+1..]) must fit DimensionCount {d}: "
                             f"the {len(full) - d} leading ones cropped must be 1")
-        self._check_index_output(inp, self.output_sizes_for((inp.sizes, idx.sizes))[0],
-                                 "{InputTensor.Sizes[0..Axis], IndicesTensor.Sizes[D-IndexDimensions..], "
-                                 "InputTensor.Sizes[Axis+1..]} right-aligned")
+        self._derive_output(self.output_sizes_for((inp.sizes, idx.sizes))[0],
+                            "{InputTensor.Sizes[0..Axis], IndicesTensor.Sizes[D-IndexDimensions..], "
+                            "InputTensor.Sizes[Axis+1..]} right-aligned")
 
     @property
     def full_sizes(self) -> tuple[int, ...]:

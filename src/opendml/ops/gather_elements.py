@@ -6,28 +6,20 @@ along ``Axis`` (NumPy's ``take_along_axis``),
 
 lowered to one ``Gather`` pass over the indices' index space whose
 coordinate along ``Axis`` is read from the indices (clamped into the
-dimension, see ``_index``).
-
-Erratum of the page this module follows: its example shows an OutputTensor
-of DataType UINT32 for a FLOAT32 input, against its own constraint
-("InputTensor and OutputTensor must have the same DataType"), which opendml
-checks; the bundled example uses FLOAT32.
-
-The page says the IndicesTensor's sizes "must match InputTensor.Sizes for
-every dimension except Axis"; opendml checks that.
-"""
+dimension). Errata: docs/operators/index-family.md."""
 from __future__ import annotations
 
 import dataclasses
 
 from ..model.tensor_desc import TensorDesc
 from ..plan import Gather
+from ._move import WholeAxis
 from ._index import CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, elements_axis, index_support, position
 from ._spec import Binding, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class GatherElementsOperatorDesc(IndexOperatorDesc):
+class GatherElementsOperatorDesc(WholeAxis, IndexOperatorDesc):
     """``OutputTensor`` may be None: a packed output of the indices' sizes."""
 
     input_tensor: TensorDesc
@@ -64,7 +56,7 @@ class GatherElementsOperatorDesc(IndexOperatorDesc):
         idx = self._same_rank("IndicesTensor", self.indices_tensor, inp)
         axis = self._axis_field("axis", "Axis", inp.rank, "InputTensor")
         self._check_all_but_axis("IndicesTensor", idx, "InputTensor", inp, axis)
-        self._check_index_output(inp, self.output_sizes_for((inp.sizes, idx.sizes))[0], "IndicesTensor.Sizes")
+        self._derive_output(self.output_sizes_for((inp.sizes, idx.sizes))[0], "IndicesTensor.Sizes")
 
     def output_sizes_for(self, input_sizes):
         return (tuple(input_sizes[1]),)
@@ -75,6 +67,3 @@ class GatherElementsOperatorDesc(IndexOperatorDesc):
         src = tuple(0 if d == a else s for d, s in enumerate(xs))
         yield Gather(0, 0, self.indices_tensor.sizes, xo, src, 0, tuple(out_strides[0]),
                      (position(1, io, is_, xs[a], self.input_tensor.sizes[a]),))
-
-    def chunking(self):
-        return {self.axis: 0}

@@ -11,25 +11,9 @@ batch dimensions (GATHER_ND1; GATHER_ND is GATHER_ND1 with none),
 (D the tensors' one DimensionCount; the batch dimensions are the first
 ``BatchDimensionCount`` of the meaningful dimensions of both tensors, and
 must agree). Lowered to one ``Gather`` pass with one indexed coordinate per
-tuple entry (each clamped into its dimension, see ``_index``).
-
-Errata of the pages this module follows:
-
-* OutputTensor: "The DimensionCount and DataType of this tensor must match
-  InputTensor.DimensionCount" (garbled): same DimensionCount and DataType.
-* The size formula reads ``InputTensor.Sizes[(InputTensor.DimensionCount -
-  indexTupleSize) .. InputTensor.DimensionCount]``, the last q input
-  dimensions, but the page's own worked example ({3,4,5,6,7} with 3-tuples
-  gives {6,7}, "ignoring the first 3 dimensions") and GATHER_ND's Example 2
-  take the dimensions after the first q meaningful ones, as above; opendml
-  follows the examples.
-
-Rules that make the description well defined, beyond the pages' words: the
-dimensions before the last InputDimensionCount (IndicesDimensionCount) are 1
-("irrelevant leading ones"); the tuple size q is in ``[1, InputDimensionCount -
-BatchDimensionCount]``; BatchDimensionCount < IndicesDimensionCount (the
-tuple dimension is not a batch); the output's meaningful dimensions fit D.
-"""
+tuple entry (each clamped into its dimension). The size rule follows the
+pages' worked example, not their formula: docs/operators/index-family.md
+(errata)."""
 from __future__ import annotations
 
 import dataclasses
@@ -178,9 +162,9 @@ class GatherNd1OperatorDesc(_NdIndexing):
         idx = self._same_rank("IndicesTensor", self.indices_tensor, inp)
         batch = self._int("batch_dimension_count", "BatchDimensionCount")
         self._check_nd(inp, idx, batch)
-        self._check_index_output(inp, self.output_sizes_for((inp.sizes, idx.sizes))[0],
-                                 "{1..., IndicesTensor.Sizes[D-IndicesDimensionCount..D-1], InputTensor.Sizes[after "
-                                 "the batch and indexed dimensions]}")
+        self._derive_output(self.output_sizes_for((inp.sizes, idx.sizes))[0],
+                            "{1..., IndicesTensor.Sizes[D-IndicesDimensionCount..D-1], InputTensor.Sizes[after "
+                            "the batch and indexed dimensions]}")
 
     def output_sizes_for(self, input_sizes):
         return (self._fit(self._nd(*input_sizes)),)

@@ -1,20 +1,8 @@
 """DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC: ``Output[i] = g(Input[i])`` with
-``g(x) = x * Scale + Bias`` where ``ScaleBias`` is given, else ``g(x) = x``
-(the strided copy: strides express layout changes, padding and broadcasts).
-
-Decisions the page leaves open:
-
-* ``ScaleBias`` is accepted on float types only (FLOAT16, FLOAT32, FLOAT64):
-  the page defines ``g`` over real numbers and says nothing of integer
-  rounding or overflow; an integer tensor with ``ScaleBias`` is a
-  ``ValidationError``.
-* Arithmetic: ``Scale`` and ``Bias`` are FLOATs (float32). FLOAT16 and FLOAT32
-  compute ``x * Scale`` then ``+ Bias`` in float32, each rounded, then round
-  once to the output type; FLOAT64 computes in float64. Without ``ScaleBias``
-  elements are copied bit for bit (NaN payloads, -0 kept).
-* The page permits in-place execution (the output aliasing the input);
-  opendml's binding rules refuse overlapping ranges for every operator.
-"""
+``g(x) = x * Scale + Bias`` where ``ScaleBias`` is given (float types only),
+else ``g(x) = x`` (the strided copy: strides express layout changes, padding
+and broadcasts). The decisions where the page is silent (float types only,
+the arithmetic's precision): docs/operators/identity.md."""
 from __future__ import annotations
 
 import dataclasses

@@ -6,10 +6,8 @@ of SPLIT.
     Output[..., offset_i + j, ...] = InputTensors[i][..., j, ...],
         offset_i = sum of the earlier inputs' Sizes[Axis]
 
-Support: the page's tables give ranks 4 to 5 at 3_0 and 1 to 8 from 4_1;
-DirectML 1.5's release notes (feature level 3_1) list JOIN among the
-operators that gained 8-D tensors, so opendml accepts 1 to 8 from 3_1.
-"""
+Ranks 1 to 8 from 3_1, as DirectML 1.5's release notes say (erratum:
+docs/operators/join-split.md)."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,12 +15,12 @@ import dataclasses
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
 from ._common import TYPES_1_0, support
-from ._move import MoveOperatorDesc
+from ._move import MoveOperatorDesc, WholeAxis
 from ._spec import Binding, Tensor, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class JoinOperatorDesc(MoveOperatorDesc):
+class JoinOperatorDesc(WholeAxis, MoveOperatorDesc):
     """``OutputTensor`` may be None: a packed output of the joined sizes."""
 
     input_tensors: tuple[TensorDesc, ...]
@@ -77,6 +75,3 @@ class JoinOperatorDesc(MoveOperatorDesc):
 
     def adjoint(self, api, grad):
         return tuple(api.split(grad, self.axis, [t.sizes[self.axis] for t in self.input_tensors]))
-
-    def chunking(self):
-        return {self.axis: 0}

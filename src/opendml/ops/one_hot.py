@@ -6,17 +6,11 @@ OffValue but for OnValue at the position its index gives,
 
 OffValue is ValuesTensor's element 0; OnValue its element 1 along the
 fastest-changing dimension of size > 1. The output's type is the values'.
-A negative index of a signed type counts from the end of the sequence (from
-feature level 3_0); an index outside ``[-depth, depth)`` (depth =
-``OutputTensor.Sizes[Axis]``) sets no OnValue: the sequence is all
-OffValue (the page's Example 4). Lowered to a ``Copy`` broadcasting
-OffValue over the output and a ``Scatter`` of OnValue whose coordinate
-along ``Axis`` is read from the indices, skipped where out of range.
-
-Erratum (a gap of the page): it says what an index past the sequence does
-but not one below -depth; opendml gives the all-off sequence for both (as
-ONNX's OneHot does).
-"""
+An index outside ``[-depth, depth)`` (depth = ``OutputTensor.Sizes[Axis]``)
+sets no OnValue (docs/operators/one-hot.md). Lowered to a ``Copy``
+broadcasting OffValue over the output and a ``Scatter`` of OnValue whose
+coordinate along ``Axis`` is read from the indices, skipped where out of
+range."""
 from __future__ import annotations
 
 import dataclasses
@@ -62,6 +56,7 @@ class OneHotOperatorDesc(IndexOperatorDesc):
     C_INDEX = 2
     OUTPUT_DERIVABLE = False
     FIELDS = (UInt("Axis", "axis"),)
+    DATA_SLOTS = ("ValuesTensor", "OutputTensor")
     SUPPORT = index_support("2_0", FLOAT16_32)
 
     @classmethod
@@ -81,7 +76,7 @@ class OneHotOperatorDesc(IndexOperatorDesc):
 
     def __post_init__(self):
         idx = self._check_input()
-        self._check_index_ops(("ValuesTensor", "OutputTensor"))
+        self._check_tensors()
         out = self.output_tensor
         axis = self._axis_field("axis", "Axis", idx.rank, "IndicesTensor")
         self._check_all_but_axis("IndicesTensor", idx, "OutputTensor", out, axis, axis_size=1)

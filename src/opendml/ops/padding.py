@@ -10,18 +10,9 @@
       SYMMETRIC   mirrored repeating the edge, periodically (period 2n)   (feature level 3_0)
       WRAP        Input[i mod n]                                          (feature level 6_4)
 
-Padding may exceed the input's size in every mode (the page says so for
-REFLECTION and SYMMETRIC: "mirror new padding regions periodically"). A
-REFLECTION of an axis of size 1 repeats its one element (the page's period
-2(n - 1) is 0 there; opendml's choice). ``PaddingValue`` is a FLOAT: for
-integer types it is truncated toward zero (the page: "10.6 will become 10")
-and saturated to the type's range, NaN giving 0 (CAST's rules); FLOAT16
-rounds to nearest.
-
-The page's ``DML_PADDING_MODE`` enum page lists only CONSTANT, EDGE and
-REFLECTION; SYMMETRIC (3_0) and WRAP (6_4, DirectML 1.15's release notes) are
-in the header and the release notes.
-"""
+Padding may exceed the input's size in every mode. ``PaddingValue`` is a
+FLOAT, converted to the output's type by CAST's rules. Errata and decisions
+(SYMMETRIC and WRAP, REFLECTION of one element): docs/operators/padding.md."""
 from __future__ import annotations
 
 import dataclasses
@@ -92,22 +83,18 @@ class PaddingRules(MoveOperatorDesc):
             n = sizes[k]
             reduced = shape[:k] + [n] + shape[k + 1:]
 
-            def window(at, count):
-                return ([at if j == k else 0 for j in range(r)], [count if j == k else s for j, s in enumerate(shape)])
-            offsets, counts = window(start[k], n)
-            total = api.slice1(grad, offsets, counts, [1] * r)          # the interior
+            def window(at, count, of):          # (offsets, sizes) of ``count`` elements from ``at`` along k
+                return [at if j == k else 0 for j in range(r)], [count if j == k else s for j, s in enumerate(of)]
+            total = api.slice1(grad, *window(start[k], n, shape), [1] * r)          # the interior
             for o, length, i, step in pad_axis_runs(int(self.padding_mode), start[k], end[k], n):
-                offsets, counts = window(o, length)
-                piece = api.slice1(grad, offsets, counts, [1] * r)
+                piece = api.slice1(grad, *window(o, length, shape), [1] * r)
                 if step == 0:                                           # one element read `length` times
                     piece = api.reshape(api.sum(piece, (k,)), reduced[:k] + [1] + reduced[k + 1:])
                     at, length, step = i, 1, 1
                 else:
                     at = i if step > 0 else i - length + 1
-                offsets = [at if j == k else 0 for j in range(r)]
-                counts = [length if j == k else s for j, s in enumerate(reduced)]
-                total = total + api.slice_grad(piece, reduced, offsets, counts, [step if j == k else 1
-                                                                                   for j in range(r)])
+                total = total + api.slice_grad(piece, reduced, *window(at, length, reduced),
+                                               [step if j == k else 1 for j in range(r)])
             grad, shape = total, reduced
         return (grad,)
 

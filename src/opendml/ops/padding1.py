@@ -1,12 +1,7 @@
 """DML_PADDING1_OPERATOR_DESC (feature level 5_0): PADDING (see ``padding``)
 with a typed ``PaddingValue``: a ``DML_SCALAR_UNION`` read as
-``PaddingValueDataType``, which must equal ``OutputTensor.DataType``.
-
-An integer ``PaddingValue`` must lie in its type's range; a float one must
-not overflow its type (a finite value becoming infinity). FLOAT16 has no
-member of ``DML_SCALAR_UNION``; opendml reads a FLOAT16 value as a number
-rounded to float16 (nearest).
-"""
+``PaddingValueDataType``, which must equal ``OutputTensor.DataType``
+(``OperatorDesc._typed_scalar``)."""
 from __future__ import annotations
 
 import dataclasses

@@ -9,11 +9,7 @@ A length past the axis behaves as if clamped to it (the page); lengths 0 and
 1 copy the sequence. Lowered to one ``Gather`` pass whose coordinate along
 Axis is computed from the length (``INDEX_REVERSE_LENGTH``). The operation
 is its own adjoint (a permutation of each sequence that is its own
-inverse).
-
-Erratum (a gap of the page): the examples call the tensor "SequenceTensor";
-the struct field is SequenceLengthsTensor, the name opendml uses.
-"""
+inverse)."""
 from __future__ import annotations
 
 import dataclasses
@@ -22,13 +18,13 @@ from ..model.tensor_desc import TensorDesc
 from ..model.data_type import DataType
 from ..plan import INDEX_REVERSE_LENGTH, Gather
 from ._common import support
-from ._move import SameSizes
+from ._move import SameSizes, WholeAxis
 from ._index import INDEX_TYPES_1_0, IndexOperatorDesc, dims, position
 from ._spec import Binding, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class ReverseSubsequencesOperatorDesc(SameSizes, IndexOperatorDesc):
+class ReverseSubsequencesOperatorDesc(SameSizes, WholeAxis, IndexOperatorDesc):
     """``OutputTensor`` may be None: a packed output of the input's sizes."""
 
     input_tensor: TensorDesc
@@ -75,7 +71,7 @@ class ReverseSubsequencesOperatorDesc(SameSizes, IndexOperatorDesc):
         lengths = self._same_rank("SequenceLengthsTensor", self.sequence_lengths_tensor, inp)
         axis = self._axis_field("axis", "Axis", inp.rank, "InputTensor")
         self._check_all_but_axis("SequenceLengthsTensor", lengths, "InputTensor", inp, axis, axis_size=1)
-        self._check_index_output(inp, self.output_sizes_for((inp.sizes,))[0], "InputTensor.Sizes")
+        self._derive_output(self.output_sizes_for((inp.sizes,))[0], "InputTensor.Sizes")
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (ls, lo) = layouts
@@ -84,9 +80,6 @@ class ReverseSubsequencesOperatorDesc(SameSizes, IndexOperatorDesc):
         lstr = tuple(0 if d == a else s for d, s in enumerate(ls))
         yield Gather(0, 0, self.input_tensor.sizes, xo, src, 0, tuple(out_strides[0]),
                      (position(1, lo, lstr, xs[a], self.input_tensor.sizes[a], mode=INDEX_REVERSE_LENGTH, axis=a),))
-
-    def chunking(self):
-        return {self.axis: 0}
 
     def adjoint(self, api, grad, lengths):
         """Its own adjoint: each sequence's permutation is its own inverse."""

@@ -8,24 +8,7 @@ along ``Axis`` (the counterpart of GATHER_ELEMENTS),
 lowered to a ``Copy`` of the input and a ``Scatter`` pass of the updates whose
 destination coordinate along ``Axis`` is read from the indices (clamped into
 the dimension; where indices repeat, the last update in row-major order
-wins: see ``_index``).
-
-Errata of the page this module follows:
-
-* Example 1 writes index 3 twice (indices [3,1,3,0]), which the page calls
-  invalid with no guaranteed winner, yet shows a definite result (7, the
-  last write): opendml's rule (the last write in index order wins) gives
-  that result, and the bundled example keeps it.
-* Example 2 gives InputTensor Sizes {2,3} with 3x3 data and a {3,3} output:
-  the bundled example uses Sizes {3,3}.
-* "introduced in DML_FEATURE_LEVEL_1_0" with a 1_0 table, but DirectML.h
-  declares DML_OPERATOR_SCATTER_ELEMENTS in its feature level 2_0 block and
-  the feature-level history lists it in 2_0: opendml follows the header
-  (introduced in 2_0, with the page's 1_0 table's types there).
-* The description calls it "the inverse of DML_GATHER_OPERATOR_DESC", the
-  remarks "not really symmetric" to it: it is the counterpart of
-  GATHER_ELEMENTS (same index space), as the remarks and the alias say.
-"""
+wins). Errata (introduced in 2_0, as DirectML.h says): docs/operators/index-family.md."""
 from __future__ import annotations
 
 import dataclasses
@@ -33,14 +16,14 @@ import dataclasses
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Scatter
 from ._common import FLOAT16_32
-from ._move import SameSizes
+from ._move import SameSizes, WholeAxis
 from ._index import (CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, elements_axis, index_support,
                      position)
 from ._spec import Binding, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class ScatterElementsOperatorDesc(SameSizes, IndexOperatorDesc):
+class ScatterElementsOperatorDesc(SameSizes, WholeAxis, IndexOperatorDesc):
     """``OutputTensor`` may be None: a packed output of the input's sizes."""
 
     input_tensor: TensorDesc
@@ -71,6 +54,7 @@ class ScatterElementsOperatorDesc(SameSizes, IndexOperatorDesc):
     {CHECK_INDICES_DOC}""")
     C_INDEX = 5
     FIELDS = (UInt("Axis", "axis"),)
+    DATA_SLOTS = ("InputTensor", "UpdatesTensor", "OutputTensor")
     SUPPORT = index_support("2_0", FLOAT16_32)
 
     @classmethod
@@ -88,8 +72,7 @@ class ScatterElementsOperatorDesc(SameSizes, IndexOperatorDesc):
             if upd.sizes[d] != idx.sizes[d]:
                 raise self._err(f"UpdatesTensor.Sizes[{d}] must equal IndicesTensor.Sizes[{d}]; "
                                 f"got {upd.sizes[d]} != {idx.sizes[d]}")
-        self._check_index_output(inp, self.output_sizes_for((inp.sizes,))[0], "InputTensor.Sizes",
-                                 ("InputTensor", "UpdatesTensor", "OutputTensor"))
+        self._derive_output(self.output_sizes_for((inp.sizes,))[0], "InputTensor.Sizes")
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (is_, io), (us, uo) = layouts
@@ -98,6 +81,3 @@ class ScatterElementsOperatorDesc(SameSizes, IndexOperatorDesc):
         dst = tuple(0 if d == a else s for d, s in enumerate(os_))
         yield Scatter(2, 0, self.updates_tensor.sizes, uo, tuple(us), 0, dst,
                       (position(1, io, is_, os_[a], self.output_tensor.sizes[a]),))
-
-    def chunking(self):
-        return {self.axis: 0}

@@ -9,28 +9,8 @@ dimension holds the tuple, of size q),
 
 lowered to a ``Copy`` of the input and a ``Scatter`` pass with one indexed
 coordinate per tuple entry (clamped into its dimension; where tuples repeat,
-the last update in row-major order wins: see ``_index``).
-
-Errata of the page this module follows:
-
-* The title names DML_SCATTER_ELEMENTS_OPERATOR_DESC (copied from SCATTER;
-  SCATTER_ND is no alias of it), and the pseudocode's "behavior determined
-  by the axis" (there is no Axis).
-* Its example gives an IndicesTensor of DataType FLOAT32 (index types are
-  integers) and tensors of different DimensionCount ({8}, {4,1}, {4})
-  against "must have the same DimensionCount": the bundled example uses
-  UINT32 indices and {1,8}, {4,1}, {1,4} (IndicesDimensionCount 2,
-  InputDimensionCount 1).
-* InputDimensionCount / IndicesDimensionCount "ranging [1, DimensionCount)"
-  (half-open), where GATHER_ND says [1, DimensionCount] and the page's own
-  1-D example needs the closed range: opendml accepts the closed range.
-* "Sizes and DataType of this tensor must match InputTensor.Sizes" (garbled):
-  same Sizes and DataType.
-* The updates' size formula takes the last q input dimensions, against the
-  page's own worked example ({3,4,5,6,7} with 3-tuples gives {6,7}): opendml
-  follows the example (the dimensions after the first q meaningful ones), as
-  for GATHER_ND.
-"""
+the last update in row-major order wins). Errata (the closed ranges of the
+dimension counts, GATHER_ND's size rule): docs/operators/index-family.md."""
 from __future__ import annotations
 
 import dataclasses
@@ -74,6 +54,7 @@ class ScatterNdOperatorDesc(SameSizes, _NdIndexing):
         The sub-blocks written, of ``x``'s dtype.
     {CHECK_INDICES_DOC}""")
     C_INDEX = 6
+    DATA_SLOTS = ("InputTensor", "UpdatesTensor", "OutputTensor")
     SUPPORT = index_support("2_1")
 
     @classmethod
@@ -102,8 +83,7 @@ class ScatterNdOperatorDesc(SameSizes, _NdIndexing):
         self._check_sizes("UpdatesTensor", upd, self.nd_result_sizes,
                           "{1..., IndicesTensor.Sizes[D-IndicesDimensionCount..D-1], InputTensor.Sizes[after "
                           "the indexed dimensions]}")
-        self._check_index_output(inp, self.output_sizes_for((inp.sizes,))[0], "InputTensor.Sizes",
-                                 ("InputTensor", "UpdatesTensor", "OutputTensor"))
+        self._derive_output(self.output_sizes_for((inp.sizes,))[0], "InputTensor.Sizes")
 
     def _index_passes(self, layouts, out_strides):
         (xs, xo), (is_, io), (us, uo) = layouts

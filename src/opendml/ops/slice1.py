@@ -9,7 +9,7 @@ import dataclasses
 
 from ..plan import Copy
 from ..model.tensor_desc import TensorDesc
-from ..model._checks import INT32_MAX, INT32_MIN
+from ..model._checks import INT32_MAX, INT32_MIN, UINT32_MAX
 from ..model._frozen import stored_init
 from ._common import (AdjointByCall, FastPathDesc, Field, plain_ints, support,
                       sequence_of)
@@ -69,9 +69,68 @@ def batched_window(args, b) -> tuple:
     return tuple(out)
 
 
+class SliceWindow(AdjointByCall, FastPathDesc):
+    """SLICE1's window (its ``FIELDS``), which SLICE_GRAD shares: the
+    tensor SLICE1 reads (``_check_slice_window``) and the one holding the
+    elements it copies, ``TAKEN`` (DirectML name, attribute)."""
+
+    FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
+              Field("InputWindowStrides", "input_window_strides"))
+    TAKEN = ("OutputTensor", "output_tensor")
+
+    def _check_slice_window(self, read_name: str, read: TensorDesc) -> None:
+        """One entry per dimension of ``read``, the window inside it, strides
+        non-zero and in INT32's range."""
+        n = read.rank
+        for f in self.FIELDS:
+            self._ints(f.attr, f.json, n)
+        for i in range(n):
+            o, s, t = self.input_window_offsets[i], self.input_window_sizes[i], self.input_window_strides[i]
+            self._check_bounds("InputWindowOffsets", i, o, 0, UINT32_MAX)
+            self._check_bounds("InputWindowSizes", i, s, 1, UINT32_MAX, " (the window mustn't be empty)")
+            if o + s > read.sizes[i]:
+                raise self._err(
+                    f"InputWindowOffsets[{i}] + InputWindowSizes[{i}] must be <= {read_name}.Sizes[{i}]; "
+                    f"got {o} + {s} > {read.sizes[i]}")
+            if t == 0 or not INT32_MIN <= t <= INT32_MAX:
+                raise self._err(
+                    f"InputWindowStrides[{i}] must be non-zero and in [{INT32_MIN}, {INT32_MAX}]; got {t}")
+
+    def _check_taken(self) -> None:
+        """The ``TAKEN`` tensor's sizes in [1, ``max_copied_elements``] per dimension."""
+        name, attr = self.TAKEN
+        for i, (n, most) in enumerate(zip(getattr(self, attr).sizes, self.max_output_sizes)):
+            if not 1 <= n <= most:
+                raise self._err(f"{name}.Sizes[{i}] must be in [1, 1 + (InputWindowSizes[{i}] - 1) / "
+                                f"|InputWindowStrides[{i}]|] = [1, {most}]; got {n}")
+
+    @property
+    def max_output_sizes(self) -> tuple[int, ...]:
+        return tuple(max_copied_elements(s, t) for s, t in zip(self.input_window_sizes, self.input_window_strides))
+
+    def canonical(self):
+        """The same description with a window that reaches exactly the
+        ``TAKEN`` tensor (``reaching_window``): the form the framework
+        operators take."""
+        counts = getattr(self, self.TAKEN[1]).sizes
+        if counts == self.max_output_sizes:
+            return self
+        offsets, sizes = reaching_window(self.input_window_offsets, self.input_window_sizes,
+                                         self.input_window_strides, counts)
+        return type(self)(*self.inputs, *self.outputs, offsets, sizes, self.input_window_strides)
+
+    def window_axes(self) -> tuple:
+        """(first position read, signed step, count) per axis: CopyStart
+        walked with the window's strides (SLICE1's ``gather_axes``,
+        SLICE_GRAD's ``scatter_axes``)."""
+        return tuple((o + (w - 1 if t < 0 else 0), t, n) for o, w, t, n in
+                     zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
+                         getattr(self, self.TAKEN[1]).sizes))
+
+
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
-class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
+class Slice1OperatorDesc(SliceWindow):
     """``OutputTensor`` may be ``None``: a packed output copying every reachable
     element of the window (``max_copied_elements`` per dimension) is derived."""
 
@@ -106,8 +165,6 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
         The output's shape, at most the reachable elements per axis; None
         (the default) takes them all.""")
     SCHEMA = ("(Tensor x, SymInt[] window_offsets, SymInt[] window_sizes, int[] window_strides) -> Tensor")
-    FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
-              Field("InputWindowStrides", "input_window_strides"))
     SUPPORT = support({"2_1": (4, 5), "3_0": (1, 8)})
 
     @classmethod
@@ -119,10 +176,6 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
         return make
 
     def _fast_path(self) -> bool:
-        """The one-pass check of the common valid case (``FastPathDesc``): a
-        TensorDesc input, fields of plain ints, one per dimension, the window
-        inside the input, strides non-zero in INT32's range, an output that is
-        derived or agrees."""
         inp = self.input_tensor
         if type(inp) is not TensorDesc:
             return False
@@ -150,16 +203,7 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
         inp = self._check_input()
         self._check_slice_window("InputTensor", inp)
         self._derive_output(self.max_output_sizes)
-        for i, out in enumerate(self.output_tensor.sizes):
-            most = max_copied_elements(self.input_window_sizes[i], self.input_window_strides[i])
-            if not 1 <= out <= most:
-                raise self._err(
-                    f"OutputTensor.Sizes[{i}] must be in [1, 1 + (InputWindowSizes[{i}] - 1) / "
-                    f"|InputWindowStrides[{i}]|] = [1, {most}]; got {out}")
-
-    @property
-    def max_output_sizes(self) -> tuple[int, ...]:
-        return tuple(max_copied_elements(s, t) for s, t in zip(self.input_window_sizes, self.input_window_strides))
+        self._check_taken()
 
     @staticmethod
     def output_sizes_of(input_sizes, window_offsets, window_sizes, window_strides, output_sizes=None) -> tuple:
@@ -167,16 +211,6 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
         if output_sizes is not None:
             return tuple(output_sizes)
         return tuple(max_copied_elements(s, t) for s, t in zip(window_sizes, window_strides))
-
-    def canonical(self) -> "Slice1OperatorDesc":
-        """The same copy as a SLICE1 whose window reaches exactly its output
-        (``reaching_window``): the form the framework operators take."""
-        counts = self.output_tensor.sizes
-        if counts == self.max_output_sizes:
-            return self
-        offsets, sizes = reaching_window(self.input_window_offsets, self.input_window_sizes,
-                                         self.input_window_strides, counts)
-        return Slice1OperatorDesc(self.input_tensor, self.output_tensor, offsets, sizes, self.input_window_strides)
 
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:
@@ -201,11 +235,7 @@ class Slice1OperatorDesc(AdjointByCall, FastPathDesc):
     def chunking(self):
         return GATHER
 
-    def gather_axes(self) -> tuple:
-        """(first position read, signed step, count) per axis."""
-        return tuple((o + (w - 1 if t < 0 else 0), t, n) for o, w, t, n in
-                     zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
-                         self.output_tensor.sizes))
+    gather_axes = SliceWindow.window_axes
 
     def _passes(self, layouts):
         """One plain ``Copy`` from CopyStart (a negative stride starts at the

@@ -5,26 +5,24 @@ matching input-gradient value, every other element is 0:
     CopyStart = InputWindowOffsets (+ InputWindowSizes - 1 where the stride is negative)
     OutputGradient[CopyStart + InputWindowStrides * c] = InputGradient[c]   (0 elsewhere)
 
-SLICE1's rules read backwards: the window must fit the OUTPUT gradient, and the
-input gradient's sizes are SLICE1's output sizes (1 to ``max_copied_elements``
-per dimension). ``slice1(slice_grad(g)) == g`` for the same window.
-"""
+SLICE1's rules read backwards (``SliceWindow``): the window must fit the
+OUTPUT gradient, and the input gradient's sizes are SLICE1's output sizes."""
 from __future__ import annotations
 
 import dataclasses
 
-from ..model._checks import INT32_MAX, INT32_MIN
 from ..model._frozen import stored_init
 from ..model.tensor_desc import MAX_ELEMENTS, MAX_RANK, TensorDesc
 from ..plan import ScatterPlan, SliceScatter
-from ._common import AdjointByCall, FastPathDesc, plain_ints, support
+from ._common import plain_ints, support
 from ._spec import SCATTER, Binding
-from .slice1 import Slice1OperatorDesc, batched_window, max_copied_elements, reaching_window
+from .slice1 import SliceWindow, batched_window, reaching_window
+from .slice1 import _plain_window as _slice1_window
 
 
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
-class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
+class SliceGradOperatorDesc(SliceWindow):
     """``OutputGradientTensor`` is required (it has the shape of SLICE1's input,
     which the window does not determine). ``input_tensor``/``output_tensor``
     are the two gradient tensors, for code shared by every operator."""
@@ -58,7 +56,7 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         ``input_sizes``.""")
     SCHEMA = ("(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets, SymInt[] window_sizes, "
               "int[] window_strides) -> Tensor")
-    FIELDS = Slice1OperatorDesc.FIELDS       # SLICE1's window
+    TAKEN = ("InputGradientTensor", "input_gradient_tensor")
     OUTPUT_DERIVABLE = False
     SUPPORT = support({"3_0": (1, 8)})
 
@@ -72,21 +70,14 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
     def _fast_path(self) -> bool:
         grad, out = self.input_gradient_tensor, self.output_gradient_tensor
         if (type(grad) is not TensorDesc or type(out) is not TensorDesc or out.data_type is not grad.data_type
-                or out.flags):
+                or out.flags or len(grad.sizes) != len(out.sizes)):
             return False
-        dims = out.sizes
-        n = len(dims)
-        if len(grad.sizes) != n:
-            return False
-        offsets = plain_ints(self.input_window_offsets, n)
-        window = plain_ints(self.input_window_sizes, n)
-        steps = plain_ints(self.input_window_strides, n)
-        if offsets is None or window is None or steps is None:
-            return False
-        if not _plain_window(dims, grad.sizes, offsets, window, steps):
+        got = _plain_window(out.sizes, grad.sizes, self.input_window_offsets, self.input_window_sizes,
+                            self.input_window_strides)
+        if got is None:
             return False
         dct = self.__dict__
-        dct["input_window_offsets"], dct["input_window_sizes"], dct["input_window_strides"] = offsets, window, steps
+        dct["input_window_offsets"], dct["input_window_sizes"], dct["input_window_strides"] = got
         return True
 
     def _check_rules(self):
@@ -95,16 +86,8 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
             raise self._err("OutputGradientTensor is required (it has the sizes of SLICE1's input, which the "
                             "window does not determine); got None")
         self._check_slot_tensors()
-        grad, out = self.input_gradient_tensor, self.output_gradient_tensor
-        n = grad.rank
-        self._check_slice_window("OutputGradientTensor", out)
-        for i in range(n):
-            s, t = self.input_window_sizes[i], self.input_window_strides[i]
-            most = max_copied_elements(s, t)
-            if not 1 <= grad.sizes[i] <= most:
-                raise self._err(
-                    f"InputGradientTensor.Sizes[{i}] must be in [1, 1 + (InputWindowSizes[{i}] - 1) / "
-                    f"|InputWindowStrides[{i}]|] = [1, {most}]; got {grad.sizes[i]}")
+        self._check_slice_window("OutputGradientTensor", self.output_gradient_tensor)
+        self._check_taken()
 
     @property
     def first_positions(self) -> tuple[int, ...]:
@@ -120,18 +103,6 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
         """The output gradient's sizes: SLICE1's input sizes, which the call
         gives (SLICE_GRAD's shape rule)."""
         return tuple(output_gradient_sizes)
-
-    def canonical(self) -> "SliceGradOperatorDesc":
-        """The same scatter with a window that reaches exactly the input
-        gradient (``reaching_window``): the form the framework operators take."""
-        counts = self.input_gradient_tensor.sizes
-        if all(g == max_copied_elements(s, t) for g, s, t in zip(counts, self.input_window_sizes,
-                                                                 self.input_window_strides)):
-            return self
-        offsets, sizes = reaching_window(self.input_window_offsets, self.input_window_sizes,
-                                         self.input_window_strides, counts)
-        return SliceGradOperatorDesc(self.input_gradient_tensor, self.output_gradient_tensor, offsets, sizes,
-                                     self.input_window_strides)
 
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:
@@ -159,12 +130,7 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
     def chunking(self):
         return SCATTER
 
-    def scatter_axes(self) -> tuple:
-        """(first position written, signed step, count) per axis: SLICE1's
-        CopyStart walked with the window's strides."""
-        return tuple((o + (w - 1 if t < 0 else 0), t, n) for o, w, t, n in
-                     zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
-                         self.input_gradient_tensor.sizes))
+    scatter_axes = SliceWindow.window_axes
 
     def _passes(self, layouts):
         """One ``SliceScatter`` pass, walking output positions upwards: where
@@ -181,16 +147,14 @@ class SliceGradOperatorDesc(AdjointByCall, FastPathDesc):
                                                tuple(step), grad.sizes, origin, tuple(steps))),)
 
 
-def _plain_window(dims, taken, offsets, window, steps) -> bool:
-    """The rules of the window in the common case (fields already tuples of
-    plain ints, one per dimension), in one pass: inside the output gradient
-    (``dims``), strides non-zero in INT32's range, at most the reachable
-    elements taken (``taken``, the input gradient's sizes)."""
-    for o, s, t, dim, g in zip(offsets, window, steps, dims, taken):
-        if (o < 0 or s < 1 or o + s > dim or t == 0 or not INT32_MIN <= t <= INT32_MAX
-                or g > max_copied_elements(s, t)):
-            return False
-    return True
+def _plain_window(dims, taken, offsets, window, steps) -> tuple | None:
+    """SLICE1's ``_plain_window`` on the output gradient (``dims``), at most
+    the reachable elements taken (``taken``, the input gradient's sizes, one
+    per dimension): ``(offsets, window, steps)`` as tuples, else None."""
+    got = _slice1_window(dims, offsets, window, steps)
+    if got is None or any(g > most for g, most in zip(taken, got[3])):
+        return None
+    return got[:3]
 
 
 def plain_lowering(in_sizes: tuple, input_sizes, offsets, window, steps) -> tuple | None:
@@ -199,17 +163,15 @@ def plain_lowering(in_sizes: tuple, input_sizes, offsets, window, steps) -> tupl
     then walked backwards; see ``opendml.ops``)."""
     n = len(in_sizes)
     dims = plain_ints(input_sizes, n)
-    offsets, window, steps = plain_ints(offsets, n), plain_ints(window, n), plain_ints(steps, n)
-    if dims is None or offsets is None or window is None or steps is None or n > MAX_RANK:
+    if dims is None or n > MAX_RANK:
         return None
     count = 1                                    # the output gradient: a valid TensorDesc
     for d in dims:
         if d < 1:
             return None
         count *= d
-    if count > MAX_ELEMENTS or not _plain_window(dims, in_sizes, offsets, window, steps):
-        return None
-    return (dims, *window_walk(offsets, window, steps, in_sizes))
+    got = None if count > MAX_ELEMENTS else _plain_window(dims, in_sizes, offsets, window, steps)
+    return None if got is None else (dims, *window_walk(*got, in_sizes))
 
 
 def window_walk(offsets, window, steps, taken) -> tuple[list, list, list]:

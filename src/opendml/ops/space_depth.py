@@ -7,23 +7,8 @@ channels and back, on 4-D tensors ``{N, C, H, W}``. With ``b = BlockSize``:
                   = c*b*b + bh*b + bw   for COLUMN_ROW_DEPTH (CRD)
     space[n, c, h*b + bh, w*b + bw] = depth[n, channel, h, w]
 
-(``DML_DEPTH_SPACE_ORDER``: the depth version is [Batch, (BlockHeight,
-BlockWidth, Channels), Height, Width] for DCR, [Batch, (Channels,
-BlockHeight, BlockWidth), Height, Width] for CRD.) Both directions are one
-6-D copy (n, bh, bw, c, h, w).
-
-Errata of the pages (their examples and the enum page agree with the above):
-
-* SPACE_TO_DEPTH's and SPACE_TO_DEPTH1's OutputTensor paragraph gives
-  ``{ Batch, Channels / (BlockSize * BlockSize), Height * BlockSize, Width *
-  BlockSize }``, DEPTH_TO_SPACE's output sizes; the output of SPACE_TO_DEPTH
-  is ``{ Batch, Channels * BlockSize * BlockSize, Height / BlockSize, Width /
-  BlockSize }``, as the examples show ({1, 2, 4, 6} -> {1, 8, 2, 3}).
-* DEPTH_TO_SPACE1's remark links "DML_DEPTH_TO_SPACE_OPERATOR_DESC" to the
-  DEPTH_TO_SPACE1 page.
-* The pages give no rule for BlockSize; opendml requires BlockSize >= 1 and
-  the space version's Height and Width to be multiples of it.
-"""
+Both directions are one 6-D copy (n, bh, bw, c, h, w). Errata (the pages'
+output sizes, BlockSize's rule): docs/operators/space-depth.md."""
 from __future__ import annotations
 
 import dataclasses

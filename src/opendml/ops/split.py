@@ -15,12 +15,12 @@ import numpy as np
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
 from ._common import TYPES_1_0, support
-from ._move import MoveOperatorDesc
+from ._move import MoveOperatorDesc, WholeAxis
 from ._spec import Binding, Tensor, UInt
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class SplitOperatorDesc(MoveOperatorDesc):
+class SplitOperatorDesc(WholeAxis, MoveOperatorDesc):
     """``OutputTensors`` are required (their sizes along ``Axis`` are the split)."""
 
     input_tensor: TensorDesc
@@ -92,6 +92,3 @@ class SplitOperatorDesc(MoveOperatorDesc):
 
     def adjoint(self, api, *grads):
         return (api.join(list(grads), self.axis),)
-
-    def chunking(self):
-        return {self.axis: 0}

@@ -5,12 +5,8 @@ dimension,
     Output[o] = Input[o mod InputTensor.Sizes]
 
 lowered to one copy over 2 x DimensionCount axes (tile index, then position
-inside the tile), the tile axes reading with stride 0.
-
-Support: the page's 4_1 table lists every 64-bit type but FLOAT64 (the other
-pages of the family list FLOAT64 at 4_1, and DirectML 1.7's release notes say
-only "64-bit data type" for TILE); opendml follows the table.
-"""
+inside the tile), the tile axes reading with stride 0. No FLOAT64, as the
+page's 4_1 table says (docs/operators/tile.md)."""
 from __future__ import annotations
 
 import dataclasses

@@ -172,11 +172,8 @@ class UnfoldOperatorDesc(_Windowed):
 
     @staticmethod
     def output_sizes_of(input_sizes, window_sizes, strides, dilations, start_padding, end_padding) -> tuple:
-        """The output's sizes, ``(N, C x prod(WindowSizes), BlockCount)``, for an
-        input of ``input_sizes`` (N, C, *spatial) and one entry per spatial axis
-        in each field: the one copy of UNFOLD's shape rule (the description,
-        FOLD's input rule, PyTorch's fake tensors, JAX and Dask read it). Any
-        int-like values, symbolic sizes included; no rule is checked."""
+        """``(N, C x prod(WindowSizes), BlockCount)`` for an input of
+        ``input_sizes`` (N, C, *spatial); FOLD's input rule too."""
         n, c, *spatial = input_sizes
         blocks = blocks_per_dimension(spatial, window_sizes, strides, dilations, start_padding, end_padding)
         return (n, c * math.prod(window_sizes), math.prod(blocks))
