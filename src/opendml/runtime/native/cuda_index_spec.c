@@ -408,9 +408,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     else if (mode[0] == 'p') threads = odml_cdiv(q->total, q->members) * c->threads;
     else if (mode[3] == 's') threads = odml_cdiv(n_outer / q->axes[0].bound, q->members) * c->threads;
     else threads = n_outer / q->sizes[q->outer - 1] * c->threads;
-    const int64_t grid = odml_cdiv(threads, c->threads);
-    if (q->n_outer == 0 || q->total == 0 || grid < 1 || grid >= LIM31 || smem >= LIM32) return -1;
-    L->grid = (unsigned)grid;
+    if (q->n_outer == 0 || q->total == 0 || smem >= LIM32 || odml_grid(threads, c->threads, &L->grid)) return -1;
     L->smem = (unsigned)smem;
     L->size = (Py_ssize_t)sizeof *q;
     L->index = 1;

@@ -173,6 +173,13 @@ static inline int64_t odml_new_threads(int64_t work, int64_t grain, int64_t most
 /* launch._SCALAR: the kernels' word type of 1, 2, 4, 8 or 16 bytes; ceil(a / b) for a >= 0, b > 0 */
 static const char *const odml_scalar[17] = {[1] = "u8", [2] = "u16", [4] = "u32", [8] = "u64", [16] = "uint4"};
 static inline int64_t odml_cdiv(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+/* *grid = ceil(count / per) blocks: 0, or -1 where that is not in [1, 2^31) */
+static inline int odml_grid(int64_t count, int64_t per, unsigned *grid) {
+    const int64_t g = odml_cdiv(count, per);
+    if (g < 1 || g > 0x7fffffff) return -1;
+    *grid = (unsigned)g;
+    return 0;
+}
 typedef struct {
     char name[96];
     union {
@@ -248,12 +255,11 @@ int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject 
                     odml_move_prog *g);
 
 /* The first five (SLICE, SLICE1, SLICE_GRAD, UNFOLD, FOLD; `lowering` ODML_LOWER_PLAIN | their ODML_PLAIN_*, with the
- * element-type bits as above) as one tuned pass of the move program, its parameters in *pl (newshape_move.c): the
- * fields of the operator's plain_lowering (ops/slice.py, ops/slice1.py, ops/slice_grad.py, ops/unfold.py,
- * ops/fold.py; their C copies odml_plain_lower, newshape.c) applied to x's layout as the operator's lower() gives its
- * pass (odml_new_plan_make: SLICE/SLICE1 a plan.Copy, which CpuBackend._copy_pass runs as copy.c's strided copy;
- * UNFOLD's plan.Windows, FOLD's plan.WindowSums, SLICE_GRAD's plan.SliceScatter: newshape.c's plan_unfold, plan_fold
- * and plan_scatter's parameter blocks). 0, or -1 (no exception set) where the Python route must run the call. */
+ * element-type bits as above) as one tuned pass of the move program, its plan in *pl (newshape_move.c): the fields of
+ * the operator's plain_lowering (its C copy odml_plain_lower) applied to x's layout as the operator's lower() gives
+ * its pass (odml_new_plan_make: SLICE/SLICE1 a plan.Copy, which CpuBackend._copy_pass runs as copy.c's strided copy;
+ * UNFOLD's plan.Windows, FOLD's plan.WindowSums, SLICE_GRAD's plan.SliceScatter). 0, or -1 (no exception set) where
+ * the Python route must run the call. */
 int odml_move_plain(int lowering, const odml_move_input *x, PyObject *const *args, Py_ssize_t nargs,
                     odml_new_plan *pl);
 
