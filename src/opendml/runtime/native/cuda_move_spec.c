@@ -40,6 +40,9 @@ static int64_t count_of(const kpass *k) {
     return c;
 }
 
+/* (a stable sort by destination stride, largest first) */
+static int larger_dst_stride(const int64_t *a, const int64_t *b) { return a[2] > b[2]; }
+
 /* _canonical: k's other fields set, its n dims from `dims` */
 static int canonical(kpass *k, const int64_t (*dims)[6], int n) {
     int64_t kept[ODML_MOVE_PASS_MAX_DIMS][6], v;
@@ -56,12 +59,7 @@ static int canonical(kpass *k, const int64_t (*dims)[6], int n) {
             }
             continue;
         }
-        int at = m++;                                  /* a stable sort by destination stride, largest first */
-        while (at > 0 && d[2] > kept[at - 1][2]) {
-            memcpy(kept[at], kept[at - 1], sizeof kept[0]);
-            at--;
-        }
-        memcpy(kept[at], d, sizeof kept[0]);
+        odml_insert_row(kept[0], m++, 6, d, larger_dst_stride);
     }
     int r = 0;
     for (int a = 0; a < m; a++) {

@@ -63,15 +63,9 @@ int odml_copy_pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, 
     if (!ordered) {
         for (Py_ssize_t i = 0; i < n; i++)
             if (is[i] == INT64_MIN) return -1;   /* |stride| outside 64 bits: the Python route */
-        /* a stable insertion sort, largest key first */
-        for (int a = 1; a < m; a++) {
-            int64_t d[3] = {dims[a][0], dims[a][1], dims[a][2]};
-            int b = a;
-            while (b > 0 && before(d, dims[b - 1])) {
-                memcpy(dims[b], dims[b - 1], sizeof dims[b]);
-                b--;
-            }
-            memcpy(dims[b], d, sizeof d);
+        for (int a = 1; a < m; a++) {            /* largest key first */
+            const int64_t d[3] = {dims[a][0], dims[a][1], dims[a][2]};
+            odml_insert_row(dims[0], a, 3, d, before);
         }
     }
     memset(p, 0, sizeof *p);
@@ -294,18 +288,15 @@ int odml_layout_from_bytes(int n, const int64_t *shape, const int64_t *byte_stri
 
 /* -- the CPU kernels' parameters (CpuBackend's runner) ----------------------------------------------- */
 
+/* (stable: only past strictly smaller output strides) */
+static int larger_out_stride(const int64_t *a, const int64_t *b) { return a[1] > b[1]; }
+
 int odml_scatter_canonical(const odml_new_plan *pl, int cpu, int64_t (*merged)[6], int *rank) {
     int64_t dims[ODML_MAX_RANK][6];
     int m = 0, r = 0;
     for (int i = 0; i < pl->srank; i++) {
         const int64_t *d = pl->sdims[i];
-        if (d[0] == 1 && d[4] == 1) continue;
-        int b = m++;
-        while (b > 0 && d[1] > dims[b - 1][1]) {  /* stable: only past strictly smaller strides */
-            memcpy(dims[b], dims[b - 1], sizeof dims[b]);
-            b--;
-        }
-        memcpy(dims[b], d, sizeof dims[b]);
+        if (d[0] != 1 || d[4] != 1) odml_insert_row(dims[0], m++, 6, d, larger_out_stride);
     }
     for (int k = 0; k < m; k++) {
         const int64_t *d = dims[k];

@@ -83,6 +83,14 @@ static inline int odml_settings(PyObject *t, Py_ssize_t n, int64_t *v) {
 
 static inline int64_t odml_absv(int64_t x) { return x < 0 ? -x : x; }
 
+/* Row d of w words inserted into the sorted rows[0..m), ahead of the rows at their end that it comes `before` (a step
+ * of a stable insertion sort: the canonical forms' dimension orders). */
+static inline void odml_insert_row(int64_t *rows, int m, int w, const int64_t *d,
+                                   int (*before)(const int64_t *a, const int64_t *b)) {
+    for (; m > 0 && before(d, rows + (m - 1) * w); m--) memcpy(rows + m * w, rows + (m - 1) * w, sizeof *d * (size_t)w);
+    memcpy(rows + m * w, d, sizeof *d * (size_t)w);
+}
+
 /* The packed (C-order) element strides of n sizes, TensorDesc's (sizes whose product fits in 64 bits). */
 static inline void odml_packed(const int64_t *sizes, int n, int64_t *strides) {
     int64_t s = 1;
