@@ -213,9 +213,7 @@ int odml_new_cuda(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda
 enum {
     ODML_LOWER_IDENTITY = 0, ODML_LOWER_CAST = 1, ODML_LOWER_TILE = 2, ODML_LOWER_PAD = 3,
     ODML_LOWER_SPACE_TO_DEPTH = 4, ODML_LOWER_DEPTH_TO_SPACE = 5, ODML_LOWER_JOIN = 6, ODML_LOWER_SPLIT = 7,
-    ODML_LOWER_DIAGONAL_MATRIX = 8,
-    /* from here on: arrays/index_ops.py's functions, which offer their inputs as a tuple (x,) */
-    ODML_LOWER_INDEX_FUNCTIONS = ODML_LOWER_DIAGONAL_MATRIX
+    ODML_LOWER_DIAGONAL_MATRIX = 8
 };
 /* A lowering number's bit saying the function offers its arrays as one list or tuple (arrays/front.py
  * sets it from the operator's binding: an "arrays" argument, or the index route's tuple). */
