@@ -77,20 +77,20 @@ ODML_F2I(f2i_u64, uint64_t, -1.0, 18446744073709551616.0, 0, UINT64_MAX)
 ODML_F2I(f2i_i64, int64_t, -9223372036854775808.0, 9223372036854775808.0, INT64_MIN, INT64_MAX)
 
 /* Types of at most 32 bits: their minimum and maximum are doubles, so the same
- * rule is a clamp (NaN first), which compilers vectorise. */
-#define ODML_F2I_CLAMP(NAME, T, MIN, MAX)                                            \
-    static inline T NAME(double v) {                                                 \
-        v = v != v ? 0.0 : v;                                                        \
-        v = v < (double)(MIN) ? (double)(MIN) : v;                                   \
-        v = v > (double)(MAX) ? (double)(MAX) : v;                                   \
+ * rule is a clamp (NaN first) in the float type F, which compilers vectorise. */
+#define ODML_F2I_CLAMP(NAME, F, T, MIN, MAX)                                         \
+    static inline T NAME(F v) {                                                      \
+        v = v != v ? (F)0 : v;                                                       \
+        v = v < (F)(MIN) ? (F)(MIN) : v;                                             \
+        v = v > (F)(MAX) ? (F)(MAX) : v;                                             \
         return (T)v;                                                                 \
     }
-ODML_F2I_CLAMP(f2i_u8, uint8_t, 0, UINT8_MAX)
-ODML_F2I_CLAMP(f2i_u16, uint16_t, 0, UINT16_MAX)
-ODML_F2I_CLAMP(f2i_u32, uint32_t, 0, UINT32_MAX)
-ODML_F2I_CLAMP(f2i_i8, int8_t, INT8_MIN, INT8_MAX)
-ODML_F2I_CLAMP(f2i_i16, int16_t, INT16_MIN, INT16_MAX)
-ODML_F2I_CLAMP(f2i_i32, int32_t, INT32_MIN, INT32_MAX)
+ODML_F2I_CLAMP(f2i_u8, double, uint8_t, 0, UINT8_MAX)
+ODML_F2I_CLAMP(f2i_u16, double, uint16_t, 0, UINT16_MAX)
+ODML_F2I_CLAMP(f2i_u32, double, uint32_t, 0, UINT32_MAX)
+ODML_F2I_CLAMP(f2i_i8, double, int8_t, INT8_MIN, INT8_MAX)
+ODML_F2I_CLAMP(f2i_i16, double, int16_t, INT16_MIN, INT16_MAX)
+ODML_F2I_CLAMP(f2i_i32, double, int32_t, INT32_MIN, INT32_MAX)
 
 typedef void (*odml_conv_fn)(char *d, const char *s, int64_t n, int64_t ds, int64_t ss);
 
@@ -161,19 +161,12 @@ INT_SOURCE(i64, int64_t)
  * int32's and uint32's maxima are not float32 values: the clamp stops at the
  * largest float below 2^31 (2^32) and values from 2^31 (2^32) up take the
  * maximum. */
-#define ODML_F32_CLAMP(NAME, T, MIN, MAXF)                                           \
-    static inline T NAME(float v) {                                                  \
-        v = v != v ? 0.0f : v;                                                       \
-        v = v < (float)(MIN) ? (float)(MIN) : v;                                     \
-        v = v > (MAXF) ? (MAXF) : v;                                                 \
-        return (T)v;                                                                 \
-    }
-ODML_F32_CLAMP(f32i_u8, uint8_t, 0, 255.0f)
-ODML_F32_CLAMP(f32i_u16, uint16_t, 0, 65535.0f)
-ODML_F32_CLAMP(f32i_i8, int8_t, INT8_MIN, 127.0f)
-ODML_F32_CLAMP(f32i_i16, int16_t, INT16_MIN, 32767.0f)
-ODML_F32_CLAMP(f32i_i32_low, int32_t, INT32_MIN, 2147483520.0f)
-ODML_F32_CLAMP(f32i_u32_low, uint32_t, 0, 4294967040.0f)
+ODML_F2I_CLAMP(f32i_u8, float, uint8_t, 0, 255.0f)
+ODML_F2I_CLAMP(f32i_u16, float, uint16_t, 0, 65535.0f)
+ODML_F2I_CLAMP(f32i_i8, float, int8_t, INT8_MIN, 127.0f)
+ODML_F2I_CLAMP(f32i_i16, float, int16_t, INT16_MIN, 32767.0f)
+ODML_F2I_CLAMP(f32i_i32_low, float, int32_t, INT32_MIN, 2147483520.0f)
+ODML_F2I_CLAMP(f32i_u32_low, float, uint32_t, 0, 4294967040.0f)
 static inline int32_t f32i_i32(float v) { int32_t r = f32i_i32_low(v); return v >= 2147483648.0f ? INT32_MAX : r; }
 static inline uint32_t f32i_u32(float v) { uint32_t r = f32i_u32_low(v); return v >= 4294967296.0f ? UINT32_MAX : r; }
 

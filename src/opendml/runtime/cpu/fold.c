@@ -35,9 +35,6 @@ typedef struct { fold_run run[FOLD_BATCH]; int n; } fold_batch;
 
 static inline uint16_t ld_u16(const char *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 static inline void st_f16(char *p, float v) { uint16_t h = odml_f2h(v); memcpy(p, &h, 2); }
-/* FOLD's canonical NaNs (float16's is 0x7E00, odml_f2h of the float32 one) */
-static inline float odml_nan_f32(void) { uint32_t b = 0x7FC00000u; float f; memcpy(&f, &b, 4); return f; }
-static inline double odml_nan_f64(void) { uint64_t b = 0x7FF8000000000000ull; double f; memcpy(&f, &b, 8); return f; }
 
 #define FOLD_SUFFIX _u8
 #define FOLD_T uint8_t

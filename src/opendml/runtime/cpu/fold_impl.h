@@ -61,25 +61,23 @@ static void FN(fold_apply)(const fold_job *j, FOLD_T *restrict acc, fold_batch *
         uintptr_t base[FOLD_BATCH];
         for (int r = 0; r < nr; r++) base[r] = (uintptr_t)bt->run[r].s - (uintptr_t)(bt->run[r].a * FOLD_ES);
         int64_t x = L;
-        for (; x + FOLD_BLK <= R; x += FOLD_BLK) {
-            FOLD_T t[FOLD_BLK];
-            memcpy(t, acc + x, sizeof t);
-            for (int r = 0; r < nr; r++) {
-                const char *restrict s = (const char *)(base[r] + (uintptr_t)(x * FOLD_ES));
-                for (int i = 0; i < FOLD_BLK; i++) t[i] += FOLD_LOAD(s + i * FOLD_ES);
-            }
-            memcpy(acc + x, t, sizeof t);
+        /* W accumulators from x on, held in t while every run is added */
+#define FOLD_FUSED(W)                                                                        \
+        {                                                                                    \
+            FOLD_T t[W];                                                                     \
+            memcpy(t, acc + x, sizeof t);                                                    \
+            for (int r = 0; r < nr; r++) {                                                   \
+                const char *restrict s = (const char *)(base[r] + (uintptr_t)(x * FOLD_ES)); \
+                for (int i = 0; i < (W); i++) t[i] += FOLD_LOAD(s + i * FOLD_ES);            \
+            }                                                                                \
+            memcpy(acc + x, t, sizeof t);                                                    \
         }
+        for (; x + FOLD_BLK <= R; x += FOLD_BLK) FOLD_FUSED(FOLD_BLK)
         if (FOLD_BLK >= 8 && x + FOLD_BLK / 2 <= R) {           /* half a block */
-            FOLD_T t[FOLD_BLK / 2];
-            memcpy(t, acc + x, sizeof t);
-            for (int r = 0; r < nr; r++) {
-                const char *restrict s = (const char *)(base[r] + (uintptr_t)(x * FOLD_ES));
-                for (int i = 0; i < FOLD_BLK / 2; i++) t[i] += FOLD_LOAD(s + i * FOLD_ES);
-            }
-            memcpy(acc + x, t, sizeof t);
+            FOLD_FUSED(FOLD_BLK / 2)
             x += FOLD_BLK / 2;
         }
+#undef FOLD_FUSED
         for (; x < R; x++) {
             FOLD_T v = acc[x];
             for (int r = 0; r < nr; r++) v += FOLD_LOAD((const char *)(base[r] + (uintptr_t)(x * FOLD_ES)));

@@ -13,6 +13,11 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The canonical quiet NaNs (sign +, payload 0) that FOLD's sums and scale/bias results store for every NaN
+ * (float16's is 0x7E00, odml_f2h of the float32 one). */
+static inline float odml_nan_f32(void) { uint32_t b = 0x7FC00000u; float f; memcpy(&f, &b, 4); return f; }
+static inline double odml_nan_f64(void) { uint64_t b = 0x7FF8000000000000ull; double f; memcpy(&f, &b, 8); return f; }
+
 static inline float odml_h2f(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu, bits;
     float f;

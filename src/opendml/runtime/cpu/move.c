@@ -235,12 +235,8 @@ static void fill_run(char *d, int64_t n, int64_t ds, int es, uint64_t bits) {
  * not defined across processors. */
 #define BLOCK 256
 static void scale_bias_run(const move_job *j, char *d, const char *s, int64_t n, int64_t ds, int64_t ss) {
-    const uint32_t nan32_bits = 0x7fc00000u;
-    const uint64_t nan64_bits = 0x7ff8000000000000ull;
-    float nan32;
-    double nan64;
-    memcpy(&nan32, &nan32_bits, 4);
-    memcpy(&nan64, &nan64_bits, 8);
+    const float nan32 = odml_nan_f32();
+    const double nan64 = odml_nan_f64();
 #define SB_RUN(CT, NAN)                                                              \
     {                                                                                \
         CT t[BLOCK];                                                                 \

@@ -114,6 +114,9 @@ static int disjoint(const idx_params *p, int k) {
     return distinct((const int64_t (*)[2])d, n);
 }
 
+/* (stable, largest |destination stride| first) */
+static int larger_dst_size(const int64_t *a, const int64_t *b) { return odml_absv(a[2]) > odml_absv(b[2]); }
+
 /* _inner: the inner dimensions (size, source stride, destination stride); their count */
 static int inner_dims(const idx_params *p, int k, int64_t (*out)[3]) {
     int64_t kept[ODML_IX_RANK][3];
@@ -121,12 +124,7 @@ static int inner_dims(const idx_params *p, int k, int64_t (*out)[3]) {
     for (int i = k; i < p->rank; i++) {
         if (p->sizes[i] <= 1) continue;
         const int64_t d[3] = {p->sizes[i], p->src_strides[i], p->dst_strides[i]};
-        int at = m++;                                  /* stable, largest |destination stride| first */
-        while (at > 0 && odml_absv(d[2]) > odml_absv(kept[at - 1][2])) {
-            memcpy(kept[at], kept[at - 1], sizeof kept[0]);
-            at--;
-        }
-        memcpy(kept[at], d, sizeof d);
+        odml_insert_row(kept[0], m++, 3, d, larger_dst_size);
     }
     for (int i = 0; i < m; i++) {
         const int64_t *d = kept[i];
@@ -408,9 +406,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     else if (mode[0] == 'p') threads = odml_cdiv(q->total, q->members) * c->threads;
     else if (mode[3] == 's') threads = odml_cdiv(n_outer / q->axes[0].bound, q->members) * c->threads;
     else threads = n_outer / q->sizes[q->outer - 1] * c->threads;
-    const int64_t grid = odml_cdiv(threads, c->threads);
-    if (q->n_outer == 0 || q->total == 0 || grid < 1 || grid >= LIM31 || smem >= LIM32) return -1;
-    L->grid = (unsigned)grid;
+    if (q->n_outer == 0 || q->total == 0 || smem >= LIM32 || odml_grid(threads, c->threads, &L->grid)) return -1;
     L->smem = (unsigned)smem;
     L->size = (Py_ssize_t)sizeof *q;
     L->index = 1;

@@ -40,12 +40,8 @@ static int64_t count_of(const kpass *k) {
     return c;
 }
 
-/* the grid of `blocks` blocks: -1 where it is not in [1, 2^31) */
-static int grid_of(int64_t blocks, odml_move_launch *L) {
-    if (blocks < 1 || blocks >= LIM31) return -1;
-    L->grid = (unsigned)blocks;
-    return 0;
-}
+/* (a stable sort by destination stride, largest first) */
+static int larger_dst_stride(const int64_t *a, const int64_t *b) { return a[2] > b[2]; }
 
 /* _canonical: k's other fields set, its n dims from `dims` */
 static int canonical(kpass *k, const int64_t (*dims)[6], int n) {
@@ -63,12 +59,7 @@ static int canonical(kpass *k, const int64_t (*dims)[6], int n) {
             }
             continue;
         }
-        int at = m++;                                  /* a stable sort by destination stride, largest first */
-        while (at > 0 && d[2] > kept[at - 1][2]) {
-            memcpy(kept[at], kept[at - 1], sizeof kept[0]);
-            at--;
-        }
-        memcpy(kept[at], d, sizeof kept[0]);
+        odml_insert_row(kept[0], m++, 6, d, larger_dst_stride);
     }
     int r = 0;
     for (int a = 0; a < m; a++) {
@@ -236,9 +227,6 @@ static int plain_step(const kpass *k, const slots *s, odml_move_launch *L) {
     odml_cuda_spec cs;
     int spec_ok = 0;
     if (tile < 0) return -1;
-    L->smem = 0;
-    L->src = k->src;
-    L->dst = k->dst;
     if (copy) {
         /* word_plan through cuda_spec.c's copy launch (_copy_launch): the canonical CopyPlan widened */
         int64_t sz[ODML_MAX_RANK], is[ODML_MAX_RANK], os[ODML_MAX_RANK];
@@ -290,21 +278,21 @@ static int plain_step(const kpass *k, const slots *s, odml_move_launch *L) {
                      (long long)U, nr);
             params_of(&wk, L);
             L->p.move.count = count;
-            return grid_of(odml_cdiv(count, THREADS * U), L);
+            return odml_grid(count, THREADS * U, &L->grid);
         }
         if (c->via == 1 || (!tile && (w >= 16 || rev || pick))) goto copy_launch;
     }
     if (transpose_pass(k, c, &g, X, Y, &blocks)) {
         odml_name(L->name, (int)sizeof L->name, "move_transpose<%s, %d, %lld>", odml_scalar[es], g.n, (long long)c->transpose_tile);
         extra_dims(&g, X, Y, 1, L);
-        return grid_of(blocks, L);
+        return odml_grid(blocks, 1, &L->grid);
     }
     if (tile) {
         const int64_t gc = count_of(&g), Y0[3] = {0, Y[1], Y[2]};
         odml_name(L->name, (int)sizeof L->name, "move_tile<%s, %d, %s, %lld, %lld>", odml_scalar[es], g.n, index_of(gc + THREADS),
                  (long long)R, (long long)V);
         extra_dims(&g, X, Y0, 0, L);
-        return grid_of(odml_cdiv(gc, THREADS), L);
+        return odml_grid(gc, THREADS, &L->grid);
     }
     if (!copy) return 1;
 copy_launch:
@@ -323,14 +311,14 @@ static int pass_step(const kpass *k, const slots *s, odml_move_launch *L) {
     const int64_t count = count_of(k), des = odml_type_size[k->dt];
     const int nd = k->n;
     L->smem = 0;
+    L->src = k->src;                                   /* (-1 for a fill: canonical) */
     L->dst = k->dst;
     if (k->fill) {
         const int64_t items = move_items(des, des);
         odml_name(L->name, (int)sizeof L->name, "move_fill<%s, %d, %s, %lld>", odml_scalar[des], nd,
                  index_of(count + THREADS * items), (long long)items);
         params_of(k, L);
-        L->src = -1;
-        return grid_of(odml_cdiv(count, THREADS * items), L);
+        return odml_grid(count, THREADS * items, &L->grid);
     }
     int maps = 0;
     for (int i = 0; i < nd; i++) maps |= k->d[i][3] != 0;
@@ -341,18 +329,17 @@ static int pass_step(const kpass *k, const slots *s, odml_move_launch *L) {
     }
     const int64_t ses = odml_type_size[k->st], V = move_items(ses, des);
     params_of(k, L);
-    L->src = k->src;
     if (conv && !maps && c->cvt_unroll > 0 && nd == 1 && k->d[0][1] == 1 && k->d[0][2] == 1) {
         const int64_t U = c->cvt_unroll, flags = c->cvt_flags;
         if (flags & 2) return -1;                      /* a persistent grid: sized by the device (Python) */
         odml_name(L->name, (int)sizeof L->name, "move_cvt<%s, %s, %s, %lld, %lld, %lld, %d, %lld, %lld>", odml_scalar[ses], odml_scalar[des],
                  index_of(count + THREADS * V * U), (long long)V, (long long)k->st, (long long)k->dt, k->sb,
                  (long long)U, (long long)flags);
-        return grid_of(odml_cdiv(count, THREADS * V * U), L);
+        return odml_grid(count, THREADS * V * U, &L->grid);
     }
     odml_name(L->name, (int)sizeof L->name, "move_vec<%s, %s, %d, %s, %lld, %lld, %lld, %d, %d>", odml_scalar[ses], odml_scalar[des], nd,
              index_of(count + THREADS * V), (long long)V, (long long)k->st, (long long)k->dt, k->sb, maps);
-    return grid_of(odml_cdiv(count, THREADS * V), L);
+    return odml_grid(count, THREADS * V, &L->grid);
 }
 
 /* _pad_program: whether g is exactly PADDING/PADDING1's program */
@@ -413,18 +400,18 @@ static int pad_step(const odml_move_prog *g, const odml_move_cuda_conf *c, odml_
             const int64_t *P = es >= 4 ? c->pad_rows : c->pad_rows_small;
             odml_name(L->name, (int)sizeof L->name, "move_padr<%s, %d, %lld, %lld, %lld>", odml_scalar[es], k.n, (long long)P[0],
                      (long long)P[1], (long long)P[2]);
-            return grid_of(odml_cdiv(rows, THREADS / 32), L);
+            return odml_grid(rows, THREADS / 32, &L->grid);
         }
         if (c->fuse == 2 || c->fuse == 3) {
             const int64_t U = c->pad_words[0];
             if (U < 1) return -1;
             odml_name(L->name, (int)sizeof L->name, "move_padw<%s, %d, %lld, %lld>", odml_scalar[es], k.n, (long long)U,
                      (long long)c->pad_words[1]);
-            return grid_of(odml_cdiv(count / (16 / es) + 2, THREADS * U), L);
+            return odml_grid(count / (16 / es) + 2, THREADS * U, &L->grid);
         }
     }
     odml_name(L->name, (int)sizeof L->name, "move_pad<%s, %d, %s>", odml_scalar[es], k.n, index_of(rows + 8));
-    return grid_of(odml_cdiv(rows, THREADS / 32), L);
+    return odml_grid(rows, THREADS / 32, &L->grid);
 }
 
 /* move_steps */
@@ -453,10 +440,9 @@ int odml_move_cuda(const odml_move_prog *g, const odml_move_cuda_conf *c, const 
         k.scale = q->scale;
         k.bias = q->bias;
         k.bits = q->fill ? q->fill_bits : 0;
-        for (int a = 0; a < q->n; a++) {
-            const int64_t d[6] = {q->sizes[a], q->fill ? 0 : q->src_strides[a], q->dst_strides[a],
-                                  q->fill ? 0 : q->map_mode[a], q->fill ? 0 : q->map_shift[a],
-                                  q->fill ? 0 : q->map_size[a]};
+        for (int a = 0; a < q->n; a++) {           /* (a fill's source fields: canonical zeroes them) */
+            const int64_t d[6] = {q->sizes[a], q->src_strides[a], q->dst_strides[a], q->map_mode[a], q->map_shift[a],
+                                  q->map_size[a]};
             memcpy(dims[a], d, sizeof d);
         }
         if (canonical(&k, (const int64_t (*)[6])dims, q->n) || pass_step(&k, &s, &out[i])) return -1;

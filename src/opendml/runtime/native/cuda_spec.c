@@ -28,15 +28,6 @@ static const char *index_type(int64_t count, int64_t items) {
     return count + THREADS * items < ((int64_t)1 << 32) ? "u32" : "u64";
 }
 
-
-/* ceil(count / per) as a grid: -1 where it is 2^31 blocks or more */
-static int grid_of(int64_t count, int64_t per, unsigned *grid) {
-    const int64_t g = odml_cdiv(count, per);
-    if (g < 1 || g > 0x7fffffff) return -1;
-    *grid = (unsigned)g;
-    return 0;
-}
-
 /* -- SLICE, SLICE1: word_plan -------------------------------------------------------------------------- */
 
 static int copy_spec(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda_spec *s) {
@@ -98,10 +89,9 @@ static int copy_spec(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_c
     q->count = count;
     const int64_t items = items_for(w);
     s->size = (Py_ssize_t)sizeof(odml_copy_params);
-    s->smem = 0;
     snprintf(s->name, sizeof s->name, "strided_copy<%s, %d, %lld, %s, %lld, %lld>", odml_scalar[w], r, (long long)rev,
              index_type(count, items), (long long)items, (long long)pick);
-    return grid_of(count, THREADS * items, &s->grid);
+    return odml_grid(count, THREADS * items, &s->grid);
 }
 
 /* -- UNFOLD: _unfold_launch and unfold_box ------------------------------------------------------------ */
@@ -179,7 +169,6 @@ static int unfold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
             || __builtin_mul_overflow(tiles, odml_cdiv(B, 32), &tiles)) return -1;
     q->work_items = slots;
     s->size = (Py_ssize_t)sizeof(odml_unfold_params);
-    s->smem = 0;
     const char *S = odml_scalar[es];
     int64_t step;
     if (D == 1 && !__builtin_mul_overflow(q->dim[0].stride, q->dim[0].image_stride, &step) && step != INT64_MIN
@@ -190,7 +179,7 @@ static int unfold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
         if (B > most) most = B;
         if (__builtin_mul_overflow(most, 32, &idx) || idx > ODML_LIMIT) return -1;
         snprintf(s->name, sizeof s->name, "unfold1d_tile<%s, %s>", S, index_type(idx, 16));
-        return grid_of(tiles, 1, &s->grid);
+        return odml_grid(tiles, 1, &s->grid);
     }
     int64_t t[ODML_MAX_SPATIAL], ext[ODML_MAX_SPATIAL];
     const int box = unfold_box(q, t, ext);
@@ -212,13 +201,13 @@ static int unfold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
         int vec = q->out_column_stride == 1 && q->out_row_stride >= 0 && (q->out_row_stride % 16) * es % 16 == 0;
         for (int d = 1; d < D; d++) vec = vec && t[d] == q->dim[d].blocks;
         snprintf(s->name, sizeof s->name, "unfold_tile<%s, %d, %d>", S, (int)D, vec);
-        return grid_of(work, 1, &s->grid);
+        return odml_grid(work, 1, &s->grid);
     }
     int64_t lanes;
     if (__builtin_mul_overflow(slots, v, &lanes) || lanes > ODML_LIMIT) return -1;
     snprintf(s->name, sizeof s->name, "unfold_gather<%s, %d, %s, %lld>", S, (int)D, index_type(lanes, 16),
              (long long)r);
-    return grid_of(slots, THREADS, &s->grid);
+    return odml_grid(slots, THREADS, &s->grid);
 }
 
 /* -- FOLD: _fold_launch ------------------------------------------------------------------------------- */
@@ -241,7 +230,6 @@ static int fold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
     const int64_t es = q->element_size, D = q->dims, flt = q->sum_kind == ODML_SUM_FLOAT;
     const char *S = odml_scalar[es];
     s->size = (Py_ssize_t)sizeof(odml_fold_params);
-    s->smem = 0;
     if (flt && es == 1) return -1;
     if (D == 1 && q->dim[0].stride >= FOLD_TILE_MIN_STRIDE) {   /* fold1d_tile (fold_tile_residues) */
         int64_t rc = 128;
@@ -250,7 +238,7 @@ static int fold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
         if (blocks >= 0 && blocks < ((int64_t)1 << 31)) {
             q->work_items = blocks;
             snprintf(s->name, sizeof s->name, "fold1d_tile<%s, %d, %lld>", S, (int)flt, (long long)rc);
-            return grid_of(blocks, 1, &s->grid);
+            return odml_grid(blocks, 1, &s->grid);
         }
     }
     /* fold_gather: V the largest of 4, 2 whose warps keep FOLD_LANE_USE (0.85) of a line's lanes busy, else 1 */
@@ -266,7 +254,7 @@ static int fold_spec(const odml_new_plan *pl, odml_cuda_spec *s) {
     q->work_items = warps;
     snprintf(s->name, sizeof s->name, "fold_gather<%s, %d, %d, %s, %lld>", S, (int)flt, (int)D,
              index_type(lanes, 16), (long long)v);
-    return grid_of(lanes, THREADS, &s->grid);
+    return odml_grid(lanes, THREADS, &s->grid);
 }
 
 /* -- SLICE_GRAD: ScatterPlan.canonical and scatter_word_plan -------------------------------------------- */
@@ -309,13 +297,13 @@ static int scatter_spec(const odml_new_plan *pl, uint64_t src, uint64_t dst, odm
     const int64_t count = q->count;
     const int64_t items = items_for(w);
     s->size = (Py_ssize_t)sizeof(odml_scatter_params);
-    s->smem = 0;
     snprintf(s->name, sizeof s->name, "scatter<%s, %d, %lld, %s, %lld>", odml_scalar[w], r, (long long)rev,
              index_type(count, items), (long long)items);
-    return grid_of(count, THREADS * items, &s->grid);
+    return odml_grid(count, THREADS * items, &s->grid);
 }
 
 int odml_new_cuda(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda_spec *s) {
+    s->smem = 0;                              /* (unfold_tile's: its box) */
     switch (pl->kind) {
     case ODML_NEW_COPY: return copy_spec(pl, src, dst, s);
     case ODML_NEW_WINDOWS: return unfold_spec(pl, s);

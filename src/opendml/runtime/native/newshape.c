@@ -27,6 +27,20 @@ static int before(const int64_t *a, const int64_t *b) {
     return a[2] != b[2] ? a[2] > b[2] : odml_absv(a[1]) > odml_absv(b[1]);
 }
 
+/* The plan's packed output of n sizes: its sizes, count and element strides; -1 where a size is below 1 or the
+ * count leaves 64 bits. */
+static int plan_out(odml_new_plan *pl, int n, const int64_t *sizes, int64_t *strides) {
+    int64_t count = 1;
+    for (int i = n - 1; i >= 0; i--) {
+        strides[i] = count;
+        if (sizes[i] < 1 || __builtin_mul_overflow(count, sizes[i], &count)) return -1;
+    }
+    pl->out_rank = n;
+    memcpy(pl->out_dims, sizes, sizeof(int64_t) * (size_t)n);
+    pl->count = count;
+    return 0;
+}
+
 /* The plan (es, n sizes sz, in_off, in strides is, out_off, out strides os) in its canonical form packed into *p,
  * the bytes of runtime/params.py's CopyParams for plan.CopyPlan(...).canonical() (CpuBackend._native_copy's Python
  * route; tests/test_newshape_plain.py compares them). 0, or -1 where a count overflows (the Python route packs it).
@@ -49,15 +63,9 @@ int odml_copy_pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, 
     if (!ordered) {
         for (Py_ssize_t i = 0; i < n; i++)
             if (is[i] == INT64_MIN) return -1;   /* |stride| outside 64 bits: the Python route */
-        /* a stable insertion sort, largest key first */
-        for (int a = 1; a < m; a++) {
-            int64_t d[3] = {dims[a][0], dims[a][1], dims[a][2]};
-            int b = a;
-            while (b > 0 && before(d, dims[b - 1])) {
-                memcpy(dims[b], dims[b - 1], sizeof dims[b]);
-                b--;
-            }
-            memcpy(dims[b], d, sizeof d);
+        for (int a = 1; a < m; a++) {            /* largest key first */
+            const int64_t d[3] = {dims[a][0], dims[a][1], dims[a][2]};
+            odml_insert_row(dims[0], a, 3, d, before);
         }
     }
     memset(p, 0, sizeof *p);
@@ -116,7 +124,7 @@ static int plan_copy(const odml_layout *L, PyObject *const *f, odml_new_plan *pl
     const int n = L->n;
     int64_t sz[ODML_MAX_RANK], c[ODML_MAX_RANK], w[ODML_MAX_RANK], is[ODML_MAX_RANK], os[ODML_MAX_RANK];
     if (read_seq(f[0], n, sz) || read_seq(f[1], n, c) || read_seq(f[2], n, w)) return -1;
-    int64_t in_off = pl->origin, step = 1, v, last;
+    int64_t in_off = pl->origin, v, last;
     for (int i = 0; i < n; i++) {
         const int64_t t = L->strides[i];
         /* every element read inside the input: the fields were checked against the shape the lowering saw, which
@@ -126,15 +134,7 @@ static int plan_copy(const odml_layout *L, PyObject *const *f, odml_new_plan *pl
         if (__builtin_mul_overflow(c[i], t, &v) || __builtin_add_overflow(in_off, v, &in_off)
                 || __builtin_mul_overflow(w[i], t, &is[i])) return -1;
     }
-    for (int i = n - 1; i >= 0; i--) {          /* packed output strides */
-        os[i] = step;
-        if (__builtin_mul_overflow(step, sz[i], &step)) return -1;
-    }
-    if (odml_copy_pack(L->es, n, sz, in_off, is, 0, os, &pl->copy)) return -1;
-    pl->out_rank = n;
-    memcpy(pl->out_dims, sz, sizeof(int64_t) * (size_t)n);
-    pl->count = step;
-    return 0;
+    return plan_out(pl, n, sz, os) || odml_copy_pack(L->es, n, sz, in_off, is, 0, os, &pl->copy) ? -1 : 0;
 }
 
 /* The five window fields f[0..5) (window, strides, dilations, start padding, blocks) of d axes into dim[], each
@@ -160,13 +160,12 @@ static int window_dims(PyObject *const *f, int d, const int64_t *size, const int
 static int plan_unfold(const odml_layout *L, PyObject *const *f, odml_new_plan *pl) {
     const int rank = L->n, d = rank - 2;
     odml_unfold_params *p = &pl->windows;
-    int64_t out3[3], k, count, row, rows, blocks;
+    int64_t out3[3], out_strides[3], k, rows, blocks;
     if (d < 1 || d > ODML_MAX_SPATIAL || read_seq(f[0], 3, out3)
             || window_dims(f + 1, d, L->shape + 2, L->strides + 2, p->dim, &k, &blocks)) return -1;
     /* the output the fields describe is the one the kernel writes for this layout (see plan_copy) */
     if (out3[0] != L->shape[0] || __builtin_mul_overflow(L->shape[1], k, &rows) || out3[1] != rows
-            || out3[2] != blocks || __builtin_mul_overflow(out3[1], out3[2], &row)
-            || __builtin_mul_overflow(out3[0], row, &count)) return -1;
+            || out3[2] != blocks || plan_out(pl, 3, out3, out_strides)) return -1;
     p->element_size = L->es;
     p->dims = d;
     p->batch = L->shape[0];
@@ -176,12 +175,9 @@ static int plan_unfold(const odml_layout *L, PyObject *const *f, odml_new_plan *
     p->in_offset = pl->origin;
     p->in_batch_stride = L->strides[0];
     p->in_channel_stride = L->strides[1];
-    p->out_batch_stride = row;
-    p->out_row_stride = out3[2];
+    p->out_batch_stride = out_strides[0];
+    p->out_row_stride = out_strides[1];
     p->out_column_stride = 1;
-    pl->out_rank = 3;
-    memcpy(pl->out_dims, out3, sizeof out3);
-    pl->count = count;
     return 0;
 }
 
@@ -194,12 +190,8 @@ static int plan_fold(const odml_layout *L, PyObject *const *f, odml_new_plan *pl
     const int d = (int)PySequence_Fast_GET_SIZE(f[0]) - 2;
     if (d < 1 || d > ODML_MAX_SPATIAL || r < 3 || r > d + 2) return -1;
     odml_fold_params *p = &pl->window_sums;
-    int64_t out[ODML_MAX_SPATIAL + 2], stride[ODML_MAX_SPATIAL + 2], k, blocks, rows, count = 1, reads;
-    if (read_seq(f[0], d + 2, out)) return -1;
-    for (int i = d + 1; i >= 0; i--) {          /* packed output strides */
-        stride[i] = count;
-        if (out[i] < 1 || __builtin_mul_overflow(count, out[i], &count)) return -1;
-    }
+    int64_t out[ODML_MAX_SPATIAL + 2], stride[ODML_MAX_SPATIAL + 2], k, blocks, rows, reads;
+    if (read_seq(f[0], d + 2, out) || plan_out(pl, d + 2, out, stride)) return -1;
     if (window_dims(f + 1, d, out + 2, stride + 2, p->dim, &k, &blocks)) return -1;
     for (int i = 0; i < r - 3; i++)
         if (L->shape[i] != 1) return -1;
@@ -221,18 +213,15 @@ static int plan_fold(const odml_layout *L, PyObject *const *f, odml_new_plan *pl
     p->in_column_stride = is3[2];
     p->out_batch_stride = stride[0];
     p->out_channel_stride = stride[1];
-    pl->out_rank = d + 2;
-    memcpy(pl->out_dims, out, sizeof(int64_t) * (size_t)(d + 2));
-    pl->count = count;
     return 0;
 }
 
 static int plan_scatter(const odml_layout *L, PyObject *const *f, odml_new_plan *pl) {
     const int n = L->n;
-    int64_t sz[ODML_MAX_RANK], first[ODML_MAX_RANK], stp[ODML_MAX_RANK], back[ODML_MAX_RANK];
+    int64_t sz[ODML_MAX_RANK], first[ODML_MAX_RANK], stp[ODML_MAX_RANK], back[ODML_MAX_RANK], os[ODML_MAX_RANK];
     if (read_seq(f[0], n, sz) || read_seq(f[1], n, first) || read_seq(f[2], n, stp) || read_seq(f[3], n, back))
         return -1;
-    int64_t in_off = pl->origin, step = 1, v, last;
+    int64_t in_off = pl->origin, v, last;
     for (int i = 0; i < n; i++) {
         const int64_t t = L->strides[i];
         /* every element written inside the output (see plan_copy) */
@@ -243,21 +232,13 @@ static int plan_scatter(const odml_layout *L, PyObject *const *f, odml_new_plan 
         if (back[i] && (__builtin_mul_overflow(L->shape[i] - 1, t, &v) || __builtin_add_overflow(in_off, v, &in_off)))
             return -1;
     }
-    for (int i = n - 1; i >= 0; i--) {
-        int64_t *dm = pl->sdims[i];
-        dm[0] = sz[i];
-        dm[1] = step;                           /* packed output strides */
-        dm[2] = first[i];
-        dm[3] = stp[i];
-        dm[4] = L->shape[i];
-        dm[5] = back[i] ? -L->strides[i] : L->strides[i];
-        if (__builtin_mul_overflow(step, sz[i], &step)) return -1;
+    if (plan_out(pl, n, sz, os)) return -1;
+    for (int i = 0; i < n; i++) {
+        const int64_t dm[6] = {sz[i], os[i], first[i], stp[i], L->shape[i], back[i] ? -L->strides[i] : L->strides[i]};
+        memcpy(pl->sdims[i], dm, sizeof dm);
     }
     pl->srank = n;
     pl->s_in_offset = in_off;
-    pl->out_rank = n;
-    memcpy(pl->out_dims, sz, sizeof(int64_t) * (size_t)n);
-    pl->count = step;
     return 0;
 }
 
@@ -307,18 +288,15 @@ int odml_layout_from_bytes(int n, const int64_t *shape, const int64_t *byte_stri
 
 /* -- the CPU kernels' parameters (CpuBackend's runner) ----------------------------------------------- */
 
+/* (stable: only past strictly smaller output strides) */
+static int larger_out_stride(const int64_t *a, const int64_t *b) { return a[1] > b[1]; }
+
 int odml_scatter_canonical(const odml_new_plan *pl, int cpu, int64_t (*merged)[6], int *rank) {
     int64_t dims[ODML_MAX_RANK][6];
     int m = 0, r = 0;
     for (int i = 0; i < pl->srank; i++) {
         const int64_t *d = pl->sdims[i];
-        if (d[0] == 1 && d[4] == 1) continue;
-        int b = m++;
-        while (b > 0 && d[1] > dims[b - 1][1]) {  /* stable: only past strictly smaller strides */
-            memcpy(dims[b], dims[b - 1], sizeof dims[b]);
-            b--;
-        }
-        memcpy(dims[b], d, sizeof dims[b]);
+        if (d[0] != 1 || d[4] != 1) odml_insert_row(dims[0], m++, 6, d, larger_out_stride);
     }
     for (int k = 0; k < m; k++) {
         const int64_t *d = dims[k];

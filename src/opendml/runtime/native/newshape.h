@@ -83,6 +83,14 @@ static inline int odml_settings(PyObject *t, Py_ssize_t n, int64_t *v) {
 
 static inline int64_t odml_absv(int64_t x) { return x < 0 ? -x : x; }
 
+/* Row d of w words inserted into the sorted rows[0..m), ahead of the rows at their end that it comes `before` (a step
+ * of a stable insertion sort: the canonical forms' dimension orders). */
+static inline void odml_insert_row(int64_t *rows, int m, int w, const int64_t *d,
+                                   int (*before)(const int64_t *a, const int64_t *b)) {
+    for (; m > 0 && before(d, rows + (m - 1) * w); m--) memcpy(rows + m * w, rows + (m - 1) * w, sizeof *d * (size_t)w);
+    memcpy(rows + m * w, d, sizeof *d * (size_t)w);
+}
+
 /* The packed (C-order) element strides of n sizes, TensorDesc's (sizes whose product fits in 64 bits). */
 static inline void odml_packed(const int64_t *sizes, int n, int64_t *strides) {
     int64_t s = 1;
@@ -173,6 +181,13 @@ static inline int64_t odml_new_threads(int64_t work, int64_t grain, int64_t most
 /* launch._SCALAR: the kernels' word type of 1, 2, 4, 8 or 16 bytes; ceil(a / b) for a >= 0, b > 0 */
 static const char *const odml_scalar[17] = {[1] = "u8", [2] = "u16", [4] = "u32", [8] = "u64", [16] = "uint4"};
 static inline int64_t odml_cdiv(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+/* *grid = ceil(count / per) blocks: 0, or -1 where that is not in [1, 2^31) */
+static inline int odml_grid(int64_t count, int64_t per, unsigned *grid) {
+    const int64_t g = odml_cdiv(count, per);
+    if (g < 1 || g > 0x7fffffff) return -1;
+    *grid = (unsigned)g;
+    return 0;
+}
 typedef struct {
     char name[96];
     union {
@@ -198,9 +213,7 @@ int odml_new_cuda(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda
 enum {
     ODML_LOWER_IDENTITY = 0, ODML_LOWER_CAST = 1, ODML_LOWER_TILE = 2, ODML_LOWER_PAD = 3,
     ODML_LOWER_SPACE_TO_DEPTH = 4, ODML_LOWER_DEPTH_TO_SPACE = 5, ODML_LOWER_JOIN = 6, ODML_LOWER_SPLIT = 7,
-    ODML_LOWER_DIAGONAL_MATRIX = 8,
-    /* from here on: arrays/index_ops.py's functions, which offer their inputs as a tuple (x,) */
-    ODML_LOWER_INDEX_FUNCTIONS = ODML_LOWER_DIAGONAL_MATRIX
+    ODML_LOWER_DIAGONAL_MATRIX = 8
 };
 /* A lowering number's bit saying the function offers its arrays as one list or tuple (arrays/front.py
  * sets it from the operator's binding: an "arrays" argument, or the index route's tuple). */
@@ -248,12 +261,11 @@ int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject 
                     odml_move_prog *g);
 
 /* The first five (SLICE, SLICE1, SLICE_GRAD, UNFOLD, FOLD; `lowering` ODML_LOWER_PLAIN | their ODML_PLAIN_*, with the
- * element-type bits as above) as one tuned pass of the move program, its parameters in *pl (newshape_move.c): the
- * fields of the operator's plain_lowering (ops/slice.py, ops/slice1.py, ops/slice_grad.py, ops/unfold.py,
- * ops/fold.py; their C copies odml_plain_lower, newshape.c) applied to x's layout as the operator's lower() gives its
- * pass (odml_new_plan_make: SLICE/SLICE1 a plan.Copy, which CpuBackend._copy_pass runs as copy.c's strided copy;
- * UNFOLD's plan.Windows, FOLD's plan.WindowSums, SLICE_GRAD's plan.SliceScatter: newshape.c's plan_unfold, plan_fold
- * and plan_scatter's parameter blocks). 0, or -1 (no exception set) where the Python route must run the call. */
+ * element-type bits as above) as one tuned pass of the move program, its plan in *pl (newshape_move.c): the fields of
+ * the operator's plain_lowering (its C copy odml_plain_lower) applied to x's layout as the operator's lower() gives
+ * its pass (odml_new_plan_make: SLICE/SLICE1 a plan.Copy, which CpuBackend._copy_pass runs as copy.c's strided copy;
+ * UNFOLD's plan.Windows, FOLD's plan.WindowSums, SLICE_GRAD's plan.SliceScatter). 0, or -1 (no exception set) where
+ * the Python route must run the call. */
 int odml_move_plain(int lowering, const odml_move_input *x, PyObject *const *args, Py_ssize_t nargs,
                     odml_new_plan *pl);
 

@@ -287,7 +287,7 @@ static int lower_gather_nd(ix_in *x, ix_in *ind, PyObject *const *args, Py_ssize
     for (int k = (int)b + q; k < rx; k++) g->out_dims[g->out_rank++] = x->shape[k];
     int64_t count = 1;
     for (int d = 0; d < g->out_rank; d++) count *= g->out_dims[d];
-    if (r > IX_RANK || count >= IX_SIZE_LIMIT) return -1;
+    if (count >= IX_SIZE_LIMIT) return -1;
     ix_insert(x, 0, r - rx);
     ix_insert(ind, 0, r - ri);
     idx_params *p = ix_pass(g, 0, 0, x->type, 0, x->shape);

@@ -38,11 +38,15 @@ static int set_out(odml_move_prog *g, int i, int64_t type, int rank, const int64
     return 0;
 }
 
-static odml_move_pass *new_pass(odml_move_prog *g, int fill, int src, int dst) {
+/* A pass of x's type over n dimensions from slot src (a Copy reads from x's origin; fill: a Fill) into output dst. */
+static odml_move_pass *new_pass(odml_move_prog *g, int fill, int src, int dst, const odml_move_input *x, int n) {
     if (g->n_pass >= ODML_MOVE_PROG_MAX_PASSES) return NULL;
     odml_move_pass *p = &g->passes[g->n_pass];
     memset(p, 0, sizeof *p);
     p->fill = fill;
+    p->src_type = p->dst_type = x->type;
+    p->src_offset = fill ? 0 : x->origin;
+    p->n = n;
     g->pass_src[g->n_pass] = src;
     g->pass_dst[g->n_pass] = dst;
     g->n_pass++;
@@ -52,11 +56,8 @@ static odml_move_pass *new_pass(odml_move_prog *g, int fill, int src, int dst) {
 /* A Copy from input x (slot src) into output dst over `sizes`: x's origin and strides, output strides os. */
 static odml_move_pass *copy_pass(odml_move_prog *g, int src, int dst, const odml_move_input *x,
                                  const int64_t *sizes, const int64_t *os) {
-    odml_move_pass *p = new_pass(g, 0, src, dst);
+    odml_move_pass *p = new_pass(g, 0, src, dst, x, x->n);
     if (!p) return NULL;
-    p->src_type = p->dst_type = x->type;
-    p->src_offset = x->origin;
-    p->n = x->n;
     memcpy(p->sizes, sizes, sizeof(int64_t) * (size_t)x->n);
     memcpy(p->src_strides, x->strides, sizeof(int64_t) * (size_t)x->n);
     memcpy(p->dst_strides, os, sizeof(int64_t) * (size_t)x->n);
@@ -127,11 +128,8 @@ static int lower_tile(const odml_move_input *x, PyObject *const *a, Py_ssize_t n
         if (rep[d] < 1 || rep[d] > U32MAX || __builtin_mul_overflow(x->shape[d], rep[d], &dims[d])) return -1;
     }
     if (set_out(g, 0, x->type, n, dims)) return -1;
-    odml_move_pass *p = new_pass(g, 0, 0, 0);
+    odml_move_pass *p = new_pass(g, 0, 0, 0, x, 2 * n);
     if (!p) return -1;
-    p->src_type = p->dst_type = x->type;
-    p->src_offset = x->origin;
-    p->n = 2 * n;
     for (int d = 0; d < n; d++) {
         const int64_t o = g->out_strides[0][d];
         p->sizes[2 * d] = rep[d];
@@ -252,10 +250,8 @@ static int lower_pad(const odml_move_input *x, PyObject *const *a, Py_ssize_t na
         for (int side = 0; side < 2; side++) {
             const int64_t count = side ? en[k] : st[k];
             if (count == 0) continue;
-            p = new_pass(g, mode == 0, 0, 0);
+            p = new_pass(g, mode == 0, 0, 0, x, n);
             if (!p) return -1;
-            p->src_type = p->dst_type = x->type;
-            p->n = n;
             for (int j = 0; j < n; j++) {
                 p->dst_strides[j] = os[j];
                 if (j < k) {
@@ -280,7 +276,6 @@ static int lower_pad(const odml_move_input *x, PyObject *const *a, Py_ssize_t na
                 p->fill_bits = bits;
                 memset(p->map_mode, 0, sizeof p->map_mode);
             } else {
-                p->src_offset = x->origin;
                 for (int j = 0; j < n; j++) p->src_strides[j] = x->strides[j];
             }
         }
@@ -306,16 +301,14 @@ static int lower_space_depth(const odml_move_input *x, PyObject *const *a, Py_ss
     if (order < 0 || x->n != 4 || odml_exact_i64(a[0], &b) || b < 1 || b > U32MAX || __builtin_mul_overflow(b, b, &bb))
         return -1;
     const int64_t *in = x->shape;
-    int64_t dims[4];
+    int64_t dims[4] = {in[0]};
     if (to_depth) {
         if (in[2] % b || in[3] % b || __builtin_mul_overflow(in[1], bb, &dims[1])) return -1;
-        dims[0] = in[0];
         dims[2] = in[2] / b;
         dims[3] = in[3] / b;
     } else {
         if (in[1] % bb || __builtin_mul_overflow(in[2], b, &dims[2]) || __builtin_mul_overflow(in[3], b, &dims[3]))
             return -1;
-        dims[0] = in[0];
         dims[1] = in[1] / bb;
     }
     if (set_out(g, 0, x->type, 4, dims)) return -1;
@@ -335,11 +328,8 @@ static int lower_space_depth(const odml_move_input *x, PyObject *const *a, Py_ss
     const int64_t sizes[6] = {n, b, b, c, h, w};
     const int64_t ss[6] = {s[0], s[2], s[3], s[1], b * s[2], b * s[3]};
     const int64_t ds[6] = {d[0], bh, bw, cc, d[2], d[3]};
-    odml_move_pass *p = new_pass(g, 0, 0, 0);
+    odml_move_pass *p = new_pass(g, 0, 0, 0, x, 6);
     if (!p) return -1;
-    p->src_type = p->dst_type = x->type;
-    p->src_offset = x->origin;
-    p->n = 6;
     memcpy(p->sizes, sizes, sizeof sizes);
     memcpy(p->src_strides, to_depth ? ss : ds, sizeof ss);
     memcpy(p->dst_strides, to_depth ? ds : ss, sizeof ds);
@@ -478,10 +468,8 @@ static int lower_diagonal(const odml_move_input *x, PyObject *const *a, Py_ssize
     for (int i = 0; i < (e >= b ? 1 : 2); i++)
         if (band(ranges[i][0], ranges[i][1], h, w, runs, &n, ODML_MOVE_PROG_MAX_PASSES - 1)) return -1;
     for (int i = 0; i < n; i++) {
-        odml_move_pass *p = new_pass(g, 1, 0, 0);
+        odml_move_pass *p = new_pass(g, 1, 0, 0, x, r - 2 + (int)runs[i].k);
         if (!p) return -1;
-        p->src_type = p->dst_type = x->type;
-        p->n = r - 2 + (int)runs[i].k;
         for (int d = 0; d < r - 2; d++) {
             p->sizes[d] = x->shape[d];
             p->dst_strides[d] = os[d];

@@ -257,12 +257,15 @@ static inline int walk_next(const idx_params* p, int64_t last, int64_t* pos, int
     else if (na == 2) { BY_WORD(ES, ELEMENT_ROW2, IT) }                                           \
     else { BY_WORD(ES, ELEMENT_ROW, IT) }
 
+/* A length V of index type IT clamped to [0, B], as coordinate() reads it. */
+#define CLAMPED_LENGTH(IT, V, B) \
+    ((IT)-1 < (IT)0 ? ((int64_t)(V) < 0 ? 0 : ((int64_t)(V) > (B) ? (B) : (int64_t)(V))) \
+                    : ((uint64_t)(V) > (uint64_t)(B) ? (B) : (int64_t)(uint64_t)(V)))
+
 /* REVERSE_SUBSEQUENCES along the innermost dimension (one length per row). */
 #define REVERSE_ROW(IT, WT)                                                                       \
     {                                                                                             \
-        int64_t len, b = bound[0];                                                                \
-        if ((IT)-1 < (IT)0) { int64_t v = (int64_t)((const IT*)idx[0])[io[0]]; len = v < 0 ? 0 : (v > b ? b : v); } \
-        else { uint64_t v = (uint64_t)((const IT*)idx[0])[io[0]]; len = v > (uint64_t)b ? b : (int64_t)v; } \
+        const int64_t len = CLAMPED_LENGTH(IT, ((const IT*)idx[0])[io[0]], bound[0]);              \
         const WT* sp = (const WT*)src + s;                                                        \
         WT* dp = (WT*)dst + d;                                                                    \
         const int64_t back = sstep - stride[0], fwd = sstep + stride[0];                          \
@@ -277,12 +280,9 @@ static inline int walk_next(const idx_params* p, int64_t last, int64_t* pos, int
     }
 
 /* REVERSE_SUBSEQUENCES along an outer dimension (a length per position of the innermost one), each length read and
- * clamped as coordinate() does. A row of lengths that is one length (seen: the last row scanned, kept while the rows
+ * clamped (CLAMPED_LENGTH). A row of lengths that is one length (seen: the last row scanned, kept while the rows
  * along the reversed dimension reuse it) makes each row one source row, copied whole where both are packed; else each
  * element picks its own source row. */
-#define CLAMPED_LENGTH(IT, V, B) \
-    ((IT)-1 < (IT)0 ? ((int64_t)(V) < 0 ? 0 : ((int64_t)(V) > (B) ? (B) : (int64_t)(V))) \
-                    : ((uint64_t)(V) > (uint64_t)(B) ? (B) : (int64_t)(uint64_t)(V)))
 #define REVERSE_COL(IT, WT)                                                                       \
     {                                                                                             \
         const int64_t b = bound[0], e = pos[axis[0]], st = stride[0], is = istep[0];              \
