@@ -21,20 +21,19 @@ shapes); strides, dilations, padding and UNFOLD/FOLD windows are plain ints.
 No operator mutates its arguments or returns a view: every output is a new
 packed (contiguous) tensor, and the fake implementations give its exact
 sizes and strides. Backward formulas: unfold <-> fold, slice and slice1 ->
-slice_grad -> slice1, so any order of derivative works; each is linear, its
-forward-mode rule (``torch.func.jvp``) the operator on the tangent. Each
-checks its call as the function of its name does (``opendml::slice`` as
-``slice``, whatever values a graph was traced for).
+slice_grad -> slice1; each is linear, its forward-mode rule
+(``torch.func.jvp``) the operator on the tangent, so every order of
+derivative and ``torch.func.grad``/``jvp``/``vmap``/``jacrev``/``jacfwd``/
+``hessian`` work. Each checks its call as the function of its name does
+(``opendml::slice`` as ``slice``, whatever values a graph was traced for).
 
 The functions here are the array API's (``opendml.unfold`` is
 ``opendml.torch.unfold``): on a tensor that needs a derivative in eager mode
 (``x.requires_grad`` with grad mode on, a forward-AD dual tensor, a
 ``torch.func`` transform) they are recorded for autograd (``grad_fn``
 ``opendml_<op>Backward``) by a C++ autograd node in reverse mode once it is
-built (``node_status``), else by a ``torch.autograd.Function``; backward and
-forward-mode rules are opendml operators again, so every order of derivative
-and ``torch.func.grad``/``jvp``/``vmap``/``jacrev``/``jacfwd``/``hessian``
-work. ``torch.compile`` takes them into a graph whole (no graph break), and a
+built (``node_status``), else by a ``torch.autograd.Function``.
+``torch.compile`` takes them into a graph whole (no graph break), and a
 traced call (``torch.compile``, fake tensors, a dispatch mode) goes through the
 operators above, or, once opendml's C++ library is loaded, through the same
 operators registered with PyTorch's dispatcher in C++ (namespace
