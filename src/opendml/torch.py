@@ -122,12 +122,6 @@ def split_padding(padding):
     return padding, padding
 
 
-def _spatial_rank(*values) -> int:
-    """The number of spatial axes: the length of the first sequence among
-    ``values``, else 2 (as torch.nn.Unfold and torch.nn.Fold)."""
-    return next((len(v) for v in values if _is_sequence(v)), 2)
-
-
 def _per_sample(module: str, x, unbatched_dims: int, run):
     """``run(x)``; an unbatched ``x`` (of ``unbatched_dims`` dimensions) runs
     as a batch of one, its result unbatched again. ``x`` must be a tensor
@@ -147,7 +141,9 @@ class _Blocks(torch.nn.Module):
         super().__init__()
         self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
         self.start_padding, self.end_padding = split_padding(padding)
-        self.spatial_dims = _spatial_rank(*sized, kernel_size, dilation, stride, self.start_padding, self.end_padding)
+        # the number of spatial axes: the length of the first sequence, else 2 (as torch.nn.Unfold and Fold)
+        self.spatial_dims = next((len(v) for v in (*sized, kernel_size, dilation, stride, self.start_padding,
+                                                   self.end_padding) if _is_sequence(v)), 2)
 
     def extra_repr(self) -> str:
         return ", ".join(f"{name}={getattr(self, name)}" for name in self._SHOWN)
