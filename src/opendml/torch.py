@@ -211,8 +211,8 @@ class Fold(_Blocks):
         self._window = list(kernel_size) if _is_sequence(kernel_size) else [kernel_size] * d
 
     def forward(self, x):
-        """Fold ``x``, as ``Unfold.forward`` unfolds (its backward is UNFOLD);
-        FOLD's rules also refuse an L that is not the block count of
-        ``output_size`` and channels not a multiple of ``prod(kernel_size)``."""
+        """Fold ``x``. As ``Unfold.forward`` (its backward is UNFOLD); FOLD's
+        rules also refuse an L that is not the block count of ``output_size``
+        and channels not a multiple of ``prod(kernel_size)``."""
         return _per_sample("Fold", x, 2, lambda b: _arrays.fold(b, self._output_sizes, self._window, self.stride,
                                                         self.dilation, self.start_padding, self.end_padding))
