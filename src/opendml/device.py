@@ -9,11 +9,7 @@ buffers, a binding table per compiled operator, and execution.
     device.execute(compiled, table)
     out_buf.read(desc.output_tensor)
 
-Binding rules (DML_BUFFER_BINDING): the offset is a multiple of 16, or of the
-tensor's GuaranteedBaseOffsetAlignment when larger; the range lies inside the
-buffer; its size is at least the tensor's TotalTensorSizeInBytes; there is
-exactly one binding per tensor; no output range overlaps an input or another
-output range (these operators do not run in place).
+DML_BUFFER_BINDING's rules are ``BufferBinding``'s and ``BindingTable``'s.
 """
 from __future__ import annotations
 
