@@ -9,11 +9,7 @@ buffers, a binding table per compiled operator, and execution.
     device.execute(compiled, table)
     out_buf.read(desc.output_tensor)
 
-Binding rules (DML_BUFFER_BINDING): the offset is a multiple of 16, or of the
-tensor's GuaranteedBaseOffsetAlignment when larger; the range lies inside the
-buffer; its size is at least the tensor's TotalTensorSizeInBytes; there is
-exactly one binding per tensor; no output range overlaps an input or another
-output range (these operators do not run in place).
+DML_BUFFER_BINDING's rules are ``BufferBinding``'s and ``BindingTable``'s.
 """
 from __future__ import annotations
 
@@ -55,13 +51,10 @@ class Buffer:
         return f"Buffer({self.device.kind!r}, size_in_bytes={self.size_in_bytes})"
 
     def write(self, array: ArrayLike, tensor: TensorDesc | None = None, offset: int = 0, *, casting: str = "safe") -> None:
-        """Write ``array``'s elements at byte ``offset``: its packed bytes
-        (little-endian) when ``tensor`` is None, else its elements through
-        ``tensor``'s sizes and strides, converted to the tensor's data type.
-
-        Only the tensor's elements are written (bytes between them keep their
-        values); where a stride of 0 makes elements share memory, the first
-        along that dimension is stored.
+        """Write ``array``'s elements at byte ``offset``. Only the tensor's
+        elements are written (bytes between them keep their values); where a
+        stride of 0 makes elements share memory, the first along that
+        dimension is stored.
 
         Parameters
         ----------
@@ -69,9 +62,9 @@ class Buffer:
             Numbers (a NumPy array or nested lists); with ``tensor``, of the
             tensor's sizes.
         tensor : TensorDesc, optional
-            The layout of the elements; None writes the packed bytes.
+            The elements' sizes, strides and data type (converted to it);
+            None writes the packed bytes (little-endian).
         offset : int, default 0
-            Byte offset in the buffer.
         casting : {"no", "equiv", "safe", "same_kind", "unsafe"}, default "safe"
             Which conversions are allowed: ``"no"``, ``"equiv"`` and
             ``"same_kind"`` are NumPy's dtype rules; ``"safe"`` checks values
@@ -148,9 +141,9 @@ class Buffer:
 
     @contextlib.contextmanager
     def _elements(self, offset: int, tensor: TensorDesc, write: bool):
-        """A context giving the tensor's elements as a NumPy view: of the
-        storage itself on the CPU, else of a host copy of the elements' byte
-        span only (written back on a clean exit when ``write``)."""
+        """The tensor's elements as a NumPy view: of the storage itself on the
+        CPU, else of a host copy of their byte span (written back on a clean
+        exit when ``write``)."""
         span, storage = tensor.min_size_in_bytes, self._storage      # every element lies in [0, span)
         if isinstance(storage, np.ndarray) and storage.dtype == np.uint8 and storage.ndim == 1:
             yield host_view(storage[offset:offset + span], tensor)    # CPU: in place
@@ -264,11 +257,9 @@ class BufferBinding:
     ----------
     buffer : Buffer
     offset : int, default 0
-        Byte offset of the range: a multiple of 16, or of the tensor's
-        ``guaranteed_base_offset_alignment`` when larger (checked at bind).
+        A multiple of 16, or of the tensor's ``guaranteed_base_offset_alignment`` when larger.
     size_in_bytes : int, optional
-        The range's size, at least the tensor's ``total_tensor_size_in_bytes``
-        (checked at bind); None (the default): the rest of the buffer.
+        At least the tensor's ``total_tensor_size_in_bytes``; None (the default): the rest of the buffer.
 
     Raises
     ------
@@ -326,12 +317,11 @@ class CompiledOperator:
 
     @property
     def input_tensors(self) -> tuple[TensorDesc, ...]:
-        """Every input tensor, in the operator's slot order (JOIN: each of InputTensors)."""
+        """Every input tensor, in slot order (JOIN: each of InputTensors); ``output_tensors`` likewise."""
         return self.desc.inputs
 
     @property
     def output_tensors(self) -> tuple[TensorDesc, ...]:
-        """Every output tensor, in slot order (SPLIT: each of OutputTensors)."""
         return self.desc.outputs
 
     def __repr__(self) -> str:
@@ -373,16 +363,9 @@ class BindingTable:
             self._inputs, self._executor = inputs, None
 
     def bind_outputs(self, bindings: Sequence[BufferBinding] | BufferBinding) -> None:
-        """Bind the operator's outputs, one binding per output tensor, in order
-        (a sequence of ``BufferBinding``, or one).
-
-        Raises
-        ------
-        BindingError
-            As ``bind_inputs``, and if two outputs overlap or an output
-            overlaps an input (these operators do not run in place). The
-            previous bindings are kept.
-        """
+        """Bind the operator's outputs as ``bind_inputs`` binds the inputs
+        (``BindingError`` as there, and if two outputs overlap or an output
+        overlaps an input: these operators do not run in place)."""
         outputs = self._check("output", bindings, self.compiled.output_tensors, owned_ok=False)
         with self._lock:
             self._check_overlap(self._inputs, outputs)
@@ -664,13 +647,11 @@ class Device:
 
     def run(self, desc: OperatorDesc, *arrays: ArrayLike) -> np.ndarray:
         """The whole flow in one call: create and compile the operator (validated
-        at this device's feature level), upload each input array through its
-        tensor description (initializing OWNED_BY_DML inputs), bind, execute and
-        return the output tensor's elements as a new NumPy array (an operator
-        of several outputs, SPLIT: see ``run_all``).
-
-        ``arrays``: one input array per input tensor, of its sizes; values are
-        converted as ``upload`` does (casting "safe").
+        at this device's feature level), upload each input array (one per
+        input tensor, JOIN's ``InputTensors`` each counting, of its sizes,
+        converted as ``upload`` does) through its tensor (initializing
+        OWNED_BY_DML inputs), bind, execute and return the output tensor's
+        elements as a new NumPy array (several outputs, SPLIT: ``run_all``).
 
         Raises
         ------
@@ -678,16 +659,14 @@ class Device:
             If the number of arrays is wrong or an array does not fit its
             tensor.
         UnsupportedError
-            If the description is not valid at this device's feature level.
+            If the description is not valid at this device's feature level,
+            or the device cannot run the operator.
         """
         return self.run_all(desc, *arrays)[0]
 
     def run_all(self, desc: OperatorDesc, *arrays: ArrayLike) -> list[np.ndarray]:
         """``run`` returning a list of every output, one array per output tensor
-        in slot order (SPLIT's ``OutputTensors`` each counting): the same
-        arguments (one input array per input tensor, JOIN's ``InputTensors``
-        each counting) and the same errors (an ``UnsupportedError`` also where
-        the device cannot run the operator)."""
+        in slot order (SPLIT's ``OutputTensors`` each counting)."""
         compiled = self.compile_operator(desc)
         tensors = compiled.input_tensors
         if len(arrays) != len(tensors):

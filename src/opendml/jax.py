@@ -128,10 +128,8 @@ __all__ = [*(n for n in _WINDOW if not hasattr(builtins, n)), "Unfold", "Fold", 
 
 class _Fixed:
     """A frozen dataclass of an array function's arguments, all but the
-    array: lists are kept as tuples (hashable, so it can be a static argument
-    of ``jax.jit``), and calling it with ``x`` calls its function
-    (the one its class is named after, ``unfold`` for ``Unfold``) as
-    ``function(x, *fields)``."""
+    array (lists kept as tuples); calling it with ``x`` calls the function
+    its class is named after as ``function(x, *fields)``."""
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -147,10 +145,9 @@ class _Fixed:
 class Unfold(_Fixed):
     """UNFOLD with fixed arguments, shaped like ``torch.nn.Unfold`` but N-D with
     asymmetric padding: ``Unfold((3, 3), start_padding=1, end_padding=1)(x)``
-    maps (N, C, *S) to (N, C * prod(window_sizes), BlockCount). Hashable, so
-    it can be a static argument of ``jax.jit``. Calling it calls
-    ``opendml.jax.unfold`` with these arguments, as it takes them (lists are
-    kept as tuples)."""
+    maps (N, C, *S) to (N, C * prod(window_sizes), BlockCount) through
+    ``opendml.jax.unfold``. Hashable (lists are kept as tuples), so it can be
+    a static argument of ``jax.jit``."""
 
     window_sizes: Ints
     strides: Ints = 1
@@ -163,9 +160,8 @@ class Unfold(_Fixed):
 class Fold(_Fixed):
     """FOLD with fixed arguments, shaped like ``torch.nn.Fold``:
     ``Fold(output_sizes, window_sizes, ...)(x)`` maps (N, C * prod(window_sizes),
-    BlockCount) to (N, C, *output_sizes), summing overlapping windows.
-    Hashable; calling it calls ``opendml.jax.fold`` with these arguments, as
-    it takes them (lists are kept as tuples)."""
+    BlockCount) to (N, C, *output_sizes), summing overlapping windows,
+    through ``opendml.jax.fold``. Hashable, as ``Unfold``."""
 
     output_sizes: Ints
     window_sizes: Ints

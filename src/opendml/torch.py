@@ -21,20 +21,19 @@ shapes); strides, dilations, padding and UNFOLD/FOLD windows are plain ints.
 No operator mutates its arguments or returns a view: every output is a new
 packed (contiguous) tensor, and the fake implementations give its exact
 sizes and strides. Backward formulas: unfold <-> fold, slice and slice1 ->
-slice_grad -> slice1, so any order of derivative works; each is linear, its
-forward-mode rule (``torch.func.jvp``) the operator on the tangent. Each
-checks its call as the function of its name does (``opendml::slice`` as
-``slice``, whatever values a graph was traced for).
+slice_grad -> slice1; each is linear, its forward-mode rule
+(``torch.func.jvp``) the operator on the tangent, so every order of
+derivative and ``torch.func.grad``/``jvp``/``vmap``/``jacrev``/``jacfwd``/
+``hessian`` work. Each checks its call as the function of its name does
+(``opendml::slice`` as ``slice``, whatever values a graph was traced for).
 
 The functions here are the array API's (``opendml.unfold`` is
 ``opendml.torch.unfold``): on a tensor that needs a derivative in eager mode
 (``x.requires_grad`` with grad mode on, a forward-AD dual tensor, a
 ``torch.func`` transform) they are recorded for autograd (``grad_fn``
 ``opendml_<op>Backward``) by a C++ autograd node in reverse mode once it is
-built (``node_status``), else by a ``torch.autograd.Function``; backward and
-forward-mode rules are opendml operators again, so every order of derivative
-and ``torch.func.grad``/``jvp``/``vmap``/``jacrev``/``jacfwd``/``hessian``
-work. ``torch.compile`` takes them into a graph whole (no graph break), and a
+built (``node_status``), else by a ``torch.autograd.Function``.
+``torch.compile`` takes them into a graph whole (no graph break), and a
 traced call (``torch.compile``, fake tensors, a dispatch mode) goes through the
 operators above, or, once opendml's C++ library is loaded, through the same
 operators registered with PyTorch's dispatcher in C++ (namespace
@@ -123,12 +122,6 @@ def split_padding(padding):
     return padding, padding
 
 
-def _spatial_rank(*values) -> int:
-    """The number of spatial axes: the length of the first sequence among
-    ``values``, else 2 (as torch.nn.Unfold and torch.nn.Fold)."""
-    return next((len(v) for v in values if _is_sequence(v)), 2)
-
-
 def _per_sample(module: str, x, unbatched_dims: int, run):
     """``run(x)``; an unbatched ``x`` (of ``unbatched_dims`` dimensions) runs
     as a batch of one, its result unbatched again. ``x`` must be a tensor
@@ -148,7 +141,9 @@ class _Blocks(torch.nn.Module):
         super().__init__()
         self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
         self.start_padding, self.end_padding = split_padding(padding)
-        self.spatial_dims = _spatial_rank(*sized, kernel_size, dilation, stride, self.start_padding, self.end_padding)
+        # the number of spatial axes: the length of the first sequence, else 2 (as torch.nn.Unfold and Fold)
+        self.spatial_dims = next((len(v) for v in (*sized, kernel_size, dilation, stride, self.start_padding,
+                                                   self.end_padding) if _is_sequence(v)), 2)
 
     def extra_repr(self) -> str:
         return ", ".join(f"{name}={getattr(self, name)}" for name in self._SHOWN)
@@ -216,12 +211,8 @@ class Fold(_Blocks):
         self._window = list(kernel_size) if _is_sequence(kernel_size) else [kernel_size] * d
 
     def forward(self, x):
-        """Fold ``x``. On cpu, cuda or meta, of one of the 11 DirectML dtypes,
-        of the shapes the class names; the result is a new contiguous tensor,
-        differentiable (its backward is UNFOLD). ``ValidationError`` if the
-        arguments break FOLD's rules for ``x``'s shape (L not the block count
-        of ``output_size``, channels not a multiple of ``prod(kernel_size)``),
-        ``UnsupportedError`` if ``x``'s dtype, layout or device is not
-        supported."""
+        """Fold ``x``. As ``Unfold.forward`` (its backward is UNFOLD); FOLD's
+        rules also refuse an L that is not the block count of ``output_size``
+        and channels not a multiple of ``prod(kernel_size)``."""
         return _per_sample("Fold", x, 2, lambda b: _arrays.fold(b, self._output_sizes, self._window, self.stride,
                                                         self.dilation, self.start_padding, self.end_padding))

@@ -66,11 +66,6 @@ def _resource_text(name: str, pieces, count: int, dtype: np.dtype, verbose: bool
                        for i, v, b in zip(range(lo, lo + len(bits)), values.tolist(), bits)])
 
 
-def _array_pieces(values: np.ndarray, step: int = PRINT_ELEMENTS):
-    for lo in range(0, values.size, step):
-        yield lo, values[lo:lo + step]
-
-
 def format_resource(name: str, values: np.ndarray, verbose: bool = False) -> str:
     """A ``print`` command's text, as DxDispatch writes it: ``Resource 'NAME': 1, 2, 3``
     (C++ stream formatting: floats with 6 significant digits, ``%g``); verbose:
@@ -78,7 +73,8 @@ def format_resource(name: str, values: np.ndarray, verbose: bool = False) -> str
     numbers (DxDispatch's stream prints them as characters). (A model's
     ``print`` writes the same text to its stream piece by piece.)"""
     values = np.asarray(values).reshape(-1)
-    return "".join(_resource_text(name, _array_pieces(values), values.size, values.dtype, verbose))
+    pieces = ((lo, values[lo:lo + PRINT_ELEMENTS]) for lo in range(0, values.size, PRINT_ELEMENTS))
+    return "".join(_resource_text(name, pieces, values.size, values.dtype, verbose))
 
 
 def host_bytes(buffer) -> np.ndarray | None:

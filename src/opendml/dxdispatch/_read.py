@@ -213,11 +213,6 @@ def _array_values(values: list, dt: DataType, where: str, start: int = 0) -> np.
 
 # -- paths -------------------------------------------------------------------------------
 
-def _inside(folder: str, path: str) -> bool:
-    real_folder, real = os.path.realpath(folder), os.path.realpath(path)
-    return os.path.commonpath([real_folder, real]) == real_folder
-
-
 def _model_path(value, folder: str, where: str) -> str:
     """A path of the model resolved against its folder; it must stay inside it."""
     text = _string(value, where)
@@ -229,7 +224,8 @@ def _model_path(value, folder: str, where: str) -> str:
         raise ModelError(f"{where}: must be a file name (not empty, encodable for the file system); "
                          f"got {_short(value)}")
     path = os.path.join(folder, text)
-    if not _inside(folder, path):
+    real_folder = os.path.realpath(folder)
+    if os.path.commonpath([real_folder, os.path.realpath(path)]) != real_folder:
         raise ModelError(f"{where}: {_short(text)} lies outside the model's folder {folder}; a model may only "
                          f"name files inside its own folder")
     return path

@@ -63,9 +63,8 @@ def allocation_error(what: str, shape, dtype, device: str = "the CPU", part: str
 def output(what: str, shape, dtype, allocate: Callable[..., Any], *, device: str = "the CPU", errors: tuple = (),
            part: str = "the output") -> Any:
     """``allocate(shape, dtype)`` (``dtype`` a NumPy dtype), or an
-    ``AllocationError`` where it fails for lack of memory (``MemoryError``
-    and its subclasses, which include NumPy's and CuPy's, or one of
-    ``errors``) or the size exceeds what any allocator can address."""
+    ``AllocationError`` where it fails for lack of memory (a ``MemoryError``
+    or one of ``errors``) or the size exceeds what any allocator can address."""
     if nbytes_of(shape, np.dtype(dtype).itemsize) > sys.maxsize:
         raise allocation_error(what, shape, dtype, device, part)
     try:

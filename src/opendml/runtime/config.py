@@ -8,7 +8,7 @@ The environment is read once, when this module is imported:
     OPENDML_CPU_CACHE_BYTES  an integer in [0, 2**62] (default: see ``default_cache_bytes``)
     OPENDML_CALL_CACHE       "1" or "0": serve repeated array-API calls from C (default 1)
     OPENDML_TORCH_NODE       "auto", "wait" or "off": opendml's compiled autograd node for eager
-                             PyTorch (default auto; see ``Config.torch_node``)
+                             PyTorch (default auto; see ``configure``)
 
 A malformed value is an error that names the variable, the value and what is
 allowed. So that ``import opendml`` (and ``opendml info``) still work, the
@@ -58,42 +58,9 @@ def usable_cores() -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """The settings in force, as ``opendml.config()`` returns them (frozen).
-
-    Attributes
-    ----------
-    cpu_kernels : str
-        ``"compiled"`` (opendml's C kernels) or ``"numpy"``.
-    compiled_available : bool
-        Whether the C kernels were built at install time.
-    threads : int
-        Threads the compiled kernels may use.
-    output_cache_bytes : int
-        Bytes of released array-function outputs the compiled path keeps for
-        reuse (0: off).
-    thread_grain_bytes : int
-        Work below this many bytes moved runs on one thread.
-    unfold_tile_stride : int
-        UNFOLD reads along the innermost block axis with a byte step above
-        this in tiles of ``unfold_tile_columns`` output columns.
-    unfold_tile_columns : int
-        See ``unfold_tile_stride``.
-    call_cache : bool
-        Whether a repeated array-function call (same operator, arguments,
-        dtype, shape and strides) is served by the compiled extension's call
-        cache without entering Python.
-    torch_node : str
-        Whether opendml uses its C++ library for PyTorch (autograd node,
-        tensor accessors, dispatcher operators). ``"auto"``: compiled in the
-        background when opendml first handles a PyTorch tensor (about half a
-        minute once per machine and PyTorch version, kept under
-        ``$OPENDML_CACHE_DIR``, else ``$XDG_CACHE_HOME/opendml``, else
-        ``~/.cache/opendml``), the Python routes
-        serving until it loads, and for good if it cannot be built;
-        ``"wait"``: the first autograd call waits for it; ``"off"``: never
-        used (a load already under way finishes unused). Every route gives the same values,
-        gradients and errors (``opendml.torch.node_status()`` says which runs).
-    """
+    """The settings in force, as ``opendml.config()`` returns them (frozen):
+    each setting ``configure`` takes, by its name, and ``compiled_available``,
+    whether the C kernels were built at install time."""
     cpu_kernels: str
     compiled_available: bool
     threads: int
@@ -162,14 +129,8 @@ def _initial() -> Config:
 
 
 def config() -> Config:
-    """The settings in force.
-
-    The first call reads the environment's ``OPENDML_*`` values (checked when
-    opendml was imported).
-
-    Returns
-    -------
-    Config
+    """The settings in force. The first call reads the environment's
+    ``OPENDML_*`` values (checked when opendml was imported).
 
     Raises
     ------
@@ -219,23 +180,35 @@ def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
     Parameters
     ----------
     cpu_kernels : {"compiled", "numpy"}, optional
-        Which CPU kernels run plans.
+        Which CPU kernels run plans: opendml's C kernels or NumPy.
     threads : int, optional
         Threads the compiled kernels use, in [1, 1024].
     output_cache_bytes : int, optional
-        Bytes of released CPU outputs kept for reuse, in [0, 2**62]; 0 turns
-        reuse off and frees what is held.
+        Bytes of released array-function outputs the compiled path keeps for
+        reuse, in [0, 2**62]; 0 turns reuse off and frees what is held.
     thread_grain_bytes : int, optional
-        Work below this many bytes runs on one thread, in [1, 2**62].
+        Work below this many bytes moved runs on one thread, in [1, 2**62].
     unfold_tile_stride : int, optional
-        CPU UNFOLD tiling threshold in bytes, in [0, 2**62].
+        CPU UNFOLD reads along the innermost block axis with a byte step
+        above this in tiles of ``unfold_tile_columns`` output columns; in
+        [0, 2**62].
     unfold_tile_columns : int, optional
-        CPU UNFOLD tile width in output columns, in [1, 2**20].
+        In [1, 2**20].
     call_cache : bool, optional
-        Serve repeated array-function calls from C.
+        Whether a repeated array-function call (same operator, arguments,
+        dtype, shape and strides) is served by the compiled extension's call
+        cache without entering Python.
     torch_node : {"auto", "wait", "off"}, optional
-        How eager PyTorch autograd records opendml's operators (see
-        ``Config.torch_node``).
+        Whether opendml uses its C++ library for PyTorch (autograd node,
+        tensor accessors, dispatcher operators). ``"auto"``: compiled in the
+        background when opendml first handles a PyTorch tensor (about half a
+        minute once per machine and PyTorch version, kept under
+        ``$OPENDML_CACHE_DIR``, else ``$XDG_CACHE_HOME/opendml``, else
+        ``~/.cache/opendml``), the Python routes serving until it loads, and
+        for good if it cannot be built; ``"wait"``: the first autograd call
+        waits for it; ``"off"``: never used (a load already under way
+        finishes unused). Every route gives the same values, gradients and
+        errors (``opendml.torch.node_status()`` says which runs).
 
     Returns
     -------
@@ -318,10 +291,8 @@ def _notify(cfg: Config) -> None:
 class SettingsModule(types.ModuleType):
     """The type of a module whose settings (module attributes) C reads as one
     tuple, ``c_settings()``, at every never-seen CUDA call (runtime/cuda's
-    ``steps``): the tuple is kept in the module's
-    ``_C_SETTINGS`` and dropped whenever any of its attributes is set or
-    deleted (an assignment, ``monkeypatch.setattr``), so a call reads the
-    settings in force without building the tuple anew."""
+    ``steps``): the tuple, kept in ``_C_SETTINGS``, is dropped whenever any
+    attribute is set or deleted (``monkeypatch.setattr`` too)."""
 
     def __setattr__(self, name: str, value) -> None:
         super().__setattr__(name, value)

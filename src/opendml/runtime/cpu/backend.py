@@ -218,7 +218,6 @@ class CpuBackend:
         return storage[offset:offset + nbytes].copy()
 
     def element_range(self, storage: np.ndarray, offset: int, nbytes: int, element_size: int) -> np.ndarray:
-        """The bound byte range as a 1-D array of element-sized words."""
         count = nbytes // element_size
         return storage[offset:offset + count * element_size].view(WORDS[element_size])
 
@@ -252,9 +251,7 @@ class CpuBackend:
     # -- execution --------------------------------------------------------------
 
     def prepare(self, plan: MovePlan, srcs, dsts):
-        """A callable running ``plan`` from the bound input ranges ``srcs`` into
-        the output ranges ``dsts`` (one 1-D word array per slot, element 0 the
-        passes' origin), each pass through its kind's entry of ``PASSES``."""
+        """``Backend.prepare``: each pass through its kind's entry of ``PASSES``."""
         native = self._native is not None
         runs = []
         for p in plan.passes:

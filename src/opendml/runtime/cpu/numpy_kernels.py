@@ -22,10 +22,6 @@ from ...plan import INDEX_REVERSE_LENGTH, INDEX_SKIP, CopyPlan, FoldPlan, Scatte
 from .. import alloc
 from ..params import SUM_FLOAT, SUM_INTEGER
 
-__all__ = ["prepare_copy", "prepare_unfold", "prepare_fold", "prepare_scatter", "tuned",
-           "FLOATS", "view", "fold_types", "prepare_copy_pass", "prepare_fill_pass", "convert_array", "fill_value", "fill_bits",
-           "index_coordinates", "prepare_gather_pass", "prepare_scatter_pass", "outer_count"]
-
 #: The float type of each element size, for FOLD's SUM_FLOAT.
 FLOATS = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
 #: FOLD's one NaN per accumulator size (quiet, sign +, payload 0): float32
