@@ -181,14 +181,7 @@ def test_a_new_operators_binding_is_its_function(monkeypatch):
     ``front.bind``: the signature and docstring its binding declares, the
     contract's checks and messages, the C call cache on a repeat."""
     monkeypatch.setitem(OPERATORS, _MirrorOperatorDesc.OPERATOR, _MirrorOperatorDesc)
-    for table in ("FUNCTIONS", "_BUILD", "_NAMES", "_SNAPSHOTS", "_SEQUENCES", "_MULTI"):
-        monkeypatch.setattr(front, table, type(getattr(front, table))(getattr(front, table)))
-    monkeypatch.setattr(_dispatch, "WHOLE_IN_GRAPH", list(_dispatch.WHOLE_IN_GRAPH))
-    for where in (front, engine._AdjointApi, _dispatch.front):
-        monkeypatch.setattr(where, "mirror", None, raising=False)
-    for table in (_contract.OPERATOR_OF, _contract.BINDING):
-        monkeypatch.setitem(table, "mirror", None)
-        del table["mirror"]
+    _isolate(monkeypatch, "mirror")
     mirror = front.bind(_MirrorOperatorDesc)
     assert str(inspect.signature(mirror)) == "(x: 'Any', times: 'int' = 1) -> 'Any'"
     assert inspect.getdoc(mirror).startswith("DML_TEST_MIRROR") and "``times`` not an int" in mirror.__doc__
@@ -207,6 +200,19 @@ def test_a_new_operators_binding_is_its_function(monkeypatch):
     assert mirror in _dispatch.WHOLE_IN_GRAPH and engine.ADJOINT_API.mirror is mirror
 
 
+def _isolate(monkeypatch, name):
+    """The front's tables, the graph list and the name ``name`` restored after the test: an operator bound in
+    it leaves no trace."""
+    for table in ("FUNCTIONS", "_BUILD", "_NAMES", "_SNAPSHOTS", "_SEQUENCES", "_MULTI"):
+        monkeypatch.setattr(front, table, type(getattr(front, table))(getattr(front, table)))
+    monkeypatch.setattr(_dispatch, "WHOLE_IN_GRAPH", list(_dispatch.WHOLE_IN_GRAPH))
+    for where in (front, engine._AdjointApi, _dispatch.front):
+        monkeypatch.setattr(where, name, None, raising=False)
+    for table in (_contract.OPERATOR_OF, _contract.BINDING):
+        monkeypatch.setitem(table, name, None)
+        del table[name]
+
+
 class _FlipOperatorDesc(_MirrorOperatorDesc):
     """The mirror, registered later under a function whose array is named ``data``."""
 
@@ -219,14 +225,7 @@ def test_a_later_operators_messages_name_its_array(monkeypatch):
     """A function bound after import names its own array argument where it is given no array (it read a
     table of the array names loaded at import, and said ``x``)."""
     monkeypatch.setitem(OPERATORS, _FlipOperatorDesc.OPERATOR, _FlipOperatorDesc)
-    for table in ("FUNCTIONS", "_BUILD", "_NAMES", "_SNAPSHOTS", "_SEQUENCES", "_MULTI"):
-        monkeypatch.setattr(front, table, type(getattr(front, table))(getattr(front, table)))
-    monkeypatch.setattr(_dispatch, "WHOLE_IN_GRAPH", list(_dispatch.WHOLE_IN_GRAPH))
-    for where in (front, engine._AdjointApi, _dispatch.front):
-        monkeypatch.setattr(where, "flip", None, raising=False)
-    for table in (_contract.OPERATOR_OF, _contract.BINDING):
-        monkeypatch.setitem(table, "flip", None)
-        del table["flip"]
+    _isolate(monkeypatch, "flip")
     flip = front.bind(_FlipOperatorDesc)
     with pytest.raises(dml.ValidationError, match=r"^flip: data must be a NumPy, CuPy, PyTorch, JAX or Dask array"):
         flip([1, 2])
