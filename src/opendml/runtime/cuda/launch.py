@@ -274,8 +274,9 @@ class Launch:
                                                u(1), u(THREADS), u(1), u(1), u(self.smem))
             else:
                 launch = self.backend.cupy.cuda.driver.launchKernel
-                self._call = lambda stream, argv, _: launch(self.function_ptr, self.blocks, 1, 1, THREADS, 1, 1,
-                                                            self.smem, stream, ctypes.addressof(argv), 0)
+                fn, blocks, smem = self.function_ptr, self.blocks, self.smem      # (not self: no cycle)
+                self._call = lambda stream, argv, _: launch(fn, blocks, 1, 1, THREADS, 1, 1, smem, stream,
+                                                            ctypes.addressof(argv), 0)
             self._argv = (ctypes.c_void_p * 3)(ctypes.addressof(self._src), ctypes.addressof(self._dst),
                                                self.params_ptr)
 
