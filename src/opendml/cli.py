@@ -365,10 +365,12 @@ def cmd_info(args) -> int:
                             if served["enabled"] else
                             "off (call_cache=False / OPENDML_CALL_CACHE=0)" if not cfg.call_cache else
                             "unavailable (compiled extension not installed)"))
+    from importlib.util import find_spec
     from .arrays.torch.node import cache_folder
-    print(f"pytorch autograd: torch_node={cfg.torch_node} " + (
+    print("pytorch autograd: " + ("PyTorch not installed" if find_spec("torch") is None else
+                                  f"torch_node={cfg.torch_node} " + (
         "(always the Python autograd.Function)" if cfg.torch_node == "off" else
-        f"(a C++ node compiled on first need into {cache_folder()}; the Python autograd.Function until then)"))
+        f"(a C++ node compiled on first need into {cache_folder()}; the Python autograd.Function until then)")))
     ok, what = cuda_status()
     print(f"backend cuda: {'available: ' + what if ok else 'unavailable (' + what + ')'}")
     print("feature levels: " + ", ".join(level.label for level in FeatureLevel))

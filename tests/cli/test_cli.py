@@ -124,6 +124,13 @@ def test_info(capsys):
     assert out.startswith("opendml ") and "backend cpu: available" in out and "backend cuda: " in out
     assert "call cache: " in out
     assert "feature levels: 1_0, 2_0, 2_1" in out and "operator UNFOLD (DML_OPERATOR_TYPE 177): from feature level 6_4" in out
+    assert "pytorch autograd: torch_node=" in out         # PyTorch is installed here
+
+
+def test_info_without_pytorch_says_so_rather_than_describing_its_node(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)      # find_spec's answer where PyTorch is not installed
+    assert main(["info"]) == 0
+    assert "\npytorch autograd: PyTorch not installed\n" in capsys.readouterr().out
 
 
 BAD = [
