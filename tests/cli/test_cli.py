@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from opendml.cli import EXAMPLE_ORDER, main
+from opendml.ops import OPERATORS
 
 SLICE1 = {"Operator": "SLICE1", "InputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 4, 4]},
           "InputWindowOffsets": [0, 0, 0, 1], "InputWindowSizes": [1, 1, 4, 3], "InputWindowStrides": [1, 1, -2, 2]}
@@ -131,6 +132,16 @@ def test_info_without_pytorch_says_so_rather_than_describing_its_node(capsys, mo
     monkeypatch.setitem(sys.modules, "torch", None)      # find_spec's answer where PyTorch is not installed
     assert main(["info"]) == 0
     assert "\npytorch autograd: PyTorch not installed\n" in capsys.readouterr().out
+
+
+def test_run_help_names_every_operator_whose_default_input_starts_at_0(capsys):
+    """The help listed UNFOLD and FOLD only; the gathers, scatters and ONE_HOT start at 0 too."""
+    zero = [name for name, cls in OPERATORS.items() if cls.DEFAULT_INPUT_START == 0]
+    assert {"UNFOLD", "FOLD", "GATHER", "ONE_HOT"} <= set(zero)
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"else 1..N (0..N-1 for {', '.join(zero)}) as the pages do" in text
 
 
 BAD = [
