@@ -227,3 +227,15 @@ def test_lowered_examples_through_the_plan_reference(name):
     dst = np.full(desc.output_tensor.total_tensor_size_in_bytes // 4, 0xFFFFFFFF, np.uint32)
     ref.run_fold_plan(desc.lower().kernel_plan(), x.reshape(-1).view(np.uint32), dst)
     assert np.array_equal(dst.view(np.float32).reshape(desc.output_tensor.sizes), ex["ExpectedOutput"])
+
+
+@pytest.mark.parametrize("field", [1, 2])
+@pytest.mark.parametrize("zero_d", [np.array(4), np.array(2.0, np.float32)])
+def test_a_0d_array_for_output_or_window_sizes_is_a_validation_error(field, zero_d):
+    # a 0-d array has __len__ but no length: a bare TypeError before, and the
+    # repeated call (the call cache) gives the same error
+    args = [np.ones((2, 12, 9), np.float32), [4, 4], [2, 2]]
+    args[field] = zero_d
+    for _ in range(3):
+        with pytest.raises(dml.ValidationError, match="FOLD: (OutputTensor.Sizes|WindowSizes)"):
+            dml.fold(*args)

@@ -31,7 +31,9 @@ from ..model.errors import ValidationError
 
 
 def _is_sequence(value) -> bool:
-    return not isinstance(value, (str, bytes)) and hasattr(value, "__len__")
+    """Sized and not text: a 0-d array has ``__len__`` but no length (the
+    description then refuses it as a scalar that is not an int)."""
+    return not isinstance(value, (str, bytes)) and hasattr(value, "__len__") and getattr(value, "ndim", 1) != 0
 
 
 def _window_count(window) -> int | None:
