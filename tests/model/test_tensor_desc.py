@@ -187,3 +187,19 @@ def test_messages_of_huge_values_stay_short():
     with pytest.raises(dml.ValidationError) as e:
         dml.TensorDesc("F" * 100000, [1])
     assert len(str(e.value)) < 400
+
+
+def test_with_recomputes_a_default_total_size_and_keeps_a_given_one():
+    TensorDesc, DataType, ValidationError = dml.TensorDesc, dml.DataType, dml.ValidationError
+    # the computed total (the minimum) was carried over as if given: growing
+    # the sizes was refused ("TotalTensorSizeInBytes must be >= 16; got 8")
+    t = TensorDesc(DataType.FLOAT32, [2])
+    assert t.with_(sizes=[4]).total_tensor_size_in_bytes == 16
+    assert t.with_(sizes=[1]) == TensorDesc(DataType.FLOAT32, [1])
+    assert t.with_(data_type=DataType.FLOAT64).total_tensor_size_in_bytes == 16
+    assert t.with_(strides=[3]).total_tensor_size_in_bytes == 16
+    padded = TensorDesc(DataType.FLOAT32, [2], total_tensor_size_in_bytes=64)
+    assert padded.with_(sizes=[4]).total_tensor_size_in_bytes == 64
+    with pytest.raises(ValidationError, match="TotalTensorSizeInBytes must be >= DMLCalcBufferTensorSize = 128"):
+        padded.with_(sizes=[32])
+    assert t.with_(sizes=[4], total_tensor_size_in_bytes=20).total_tensor_size_in_bytes == 20

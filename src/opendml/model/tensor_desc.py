@@ -304,7 +304,10 @@ class TensorDesc:
     def with_(self, **changes) -> "TensorDesc":
         """A new description with the fields ``changes`` names replaced, checked
         again (``ValidationError`` if it breaks a rule); this one is left as
-        it is."""
+        it is. A TotalTensorSizeInBytes at its default (the minimum) follows
+        the new sizes, strides and type unless ``changes`` names it."""
+        if "total_tensor_size_in_bytes" not in changes and self.total_tensor_size_in_bytes == self.min_size_in_bytes:
+            changes["total_tensor_size_in_bytes"] = None
         return dataclasses.replace(self, **changes)
 
     def __repr__(self) -> str:
