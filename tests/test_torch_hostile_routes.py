@@ -116,6 +116,13 @@ CASES = {
     "gather": (_base, lambda x: dml.gather(x, torch.tensor([0, 2]), 1)),
     "gather, index out of range": (_base, lambda x: dml.gather(x, torch.tensor([0, 5]), 0)),
     "gather_elements, index out of range": (_base, lambda x: dml.gather_elements(x, torch.full((4, 1), 7), 1)),
+    # a subclass's checked index call went through opendml::family, whose kernel called the function on
+    # the subclass again, and again (a RecursionError)
+    "gather, subclass": (lambda: _Sub(_base()), lambda x: dml.gather(x, torch.tensor([0, 2]), 1)),
+    "gather, subclass, index out of range": (lambda: _Sub(_base()), lambda x: dml.gather(x, torch.tensor([0, 5]), 0)),
+    "scatter_nd, subclass indices": (_base, lambda x: dml.scatter_nd(x, _Sub(torch.tensor([[1], [3]])),
+                                                                     torch.ones(2, 6))),
+    "one_hot, subclass": (lambda: _Sub(torch.tensor([0, 2, 1])), lambda x: dml.one_hot(x, 3, torch.tensor([0., 1.]))),
 }
 
 

@@ -226,8 +226,8 @@ def _run(inputs, text):
             desc, _, (arrays, shape) = _desc_of(text, inputs)   # value 0), the indices held constant
             out = engine.fixed(engine.linear_part(desc))(*arrays)
             outs = [(out[0] if isinstance(out, list) else out).reshape(shape)]
-        elif name in _dispatch.front.INDEX:
-            outs = [_dispatch.front.index_run(name, x, args)]
+        elif name in _dispatch.front.INDEX:   # on plain tensors: a subclass's would come back here
+            outs = [_dispatch.front.index_run(name, [t.as_subclass(torch.Tensor) for t in x], args)]
         elif linear:
             call = _dispatch.front.family_call(name, x, args)
             outs = engine.fixed(engine.linear_part(_description(call, inputs)))(*inputs)
