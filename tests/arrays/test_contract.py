@@ -588,3 +588,14 @@ def test_an_unsupported_data_type_in_a_description_is_one_unsupported_error(name
                          rf"{max(dml.FeatureLevel).name[3:]} \(supported: ([A-Z0-9, ]+)\)(; .*)?", text)
         assert m, (slot, t.name, text)
         assert set(m.group(2).split(", ")) == {x.name for x in newest(OPERATORS[op]).types_of(slot)}, text
+
+
+def test_a_nested_tensor_after_a_plain_one_of_its_dtype_and_rank_is_refused_by_name():
+    # the checks passed for (function, dtype, rank) were skipped for a tensor whose shape cannot be read
+    torch = pytest.importorskip("torch")
+    nested = torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(3, 3)])
+    assert nested.dim() == 3
+    dml.gather(torch.ones(2, 3, 3), torch.tensor([0, 1]), 0)
+    for _ in range(3):
+        with pytest.raises(dml.UnsupportedError, match="^gather: nested PyTorch tensors are not supported"):
+            dml.gather(nested, torch.tensor([0, 1]), 0)

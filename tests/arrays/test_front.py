@@ -412,3 +412,25 @@ def test_a_prepare_spy_on_the_cpu_backend_sees_every_never_seen_shape(monkeypatc
         assert len(prepared) == 2
     finally:
         del backend.prepare
+
+
+NESTED_INDEX_CALLS = [
+    "dml.gather(n.float(), torch.tensor([0, 1]), 0)", "dml.gather(np.ones((2, 3), np.float32), n, 0)",
+    "dml.one_hot(n, 3, torch.tensor([0., 1.]))", "dml.one_hot(torch.tensor([0, 1]), 3, n.float())",
+    "dml.scatter_elements(torch.ones(2, 3, 3), n, torch.ones(2, 3, 3), 0)",
+]
+
+
+@pytest.mark.parametrize("call", NESTED_INDEX_CALLS)
+def test_a_nested_tensor_in_the_first_pytorch_index_call_is_refused_by_name(call):
+    # the PyTorch adapter (and its check of unreadable tensors) loaded after the contract's checks: a nested
+    # tensor in the process's first PyTorch call reached the sizes' readers (PyTorch's RuntimeError
+    # "NestedTensorImpl doesn't support sizes")
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+    code = ("import numpy as np, torch, opendml as dml\n"
+            "n = torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(3, 3)]).long()\n"
+            f"try:\n    {call}\nexcept dml.UnsupportedError as e:\n    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "nested PyTorch tensors are not supported" in r.stdout, (r.stdout, r.stderr[-2000:])

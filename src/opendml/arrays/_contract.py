@@ -293,15 +293,15 @@ def _check_input(function: str, x, argument: str, slot: str | None) -> None:
 def _sizes_off(x) -> bool:
     """Whether ``x``'s shape is outside DirectML's tensor sizes: a dimension
     of size 0, or more than UINT32 elements (a broadcast view can be that
-    large in a few bytes), or unknown (a Dask array of unknown chunks: NaN).
-    False where its shape cannot be read."""
+    large in a few bytes), or unknown (a Dask array of unknown chunks: NaN;
+    a nested PyTorch tensor, whose shape cannot be read)."""
     try:
         n = x.size                        # NumPy, CuPy, JAX: the element count (PyTorch: a method)
         if type(n) is not int:
             n = math.prod(x.shape)
         return n == 0 or n > UINT32_MAX or n != n
-    except Exception:  # noqa: BLE001 - a shape that cannot be read: the routes name what is wrong
-        return False
+    except Exception:  # noqa: BLE001 - a shape that cannot be read: checked in full (READABLE names it)
+        return True
 
 
 def check_others(function: str, **arrays) -> None:

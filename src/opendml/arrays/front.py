@@ -303,6 +303,9 @@ def _index_checked(name: str, given: tuple, args: tuple):
     if given[0] is not _NO_ARRAY:
         if _contract.framework_of(given[0]) is None:
             raise _contract.not_an_array(given[0], name, _contract.BINDING[name].array)
+        for a in given:             # each framework's adapter loaded first: its READABLE check (a nested tensor)
+            if type(a) not in _BY_TYPE and _contract.framework_of(a) is not None:
+                adapter_for(a)
         _contract.check_input(name, given[0])
         _contract.check_others(name, **dict(zip(_contract.BINDING[name].others, given[1:])))
     # a NumPy subclass (np.matrix, which stays 2-D when reshaped) as the plain ndarray it holds; a masked
