@@ -239,3 +239,13 @@ def test_a_0d_array_for_output_or_window_sizes_is_a_validation_error(field, zero
     for _ in range(3):
         with pytest.raises(dml.ValidationError, match="FOLD: (OutputTensor.Sizes|WindowSizes)"):
             dml.fold(*args)
+
+
+@pytest.mark.parametrize("window", [[np.array(2), np.array(2)], [np.int64(2), 2], (np.array(2, np.uint8), 2)])
+def test_window_sizes_the_description_reads_as_ints_give_the_channels_too(window):
+    # a 0-d integer array is an int to the description, but the channel count C was not derived from it:
+    # "InputTensor.Sizes[1] must equal C x prod(WindowSizes) = 12 x 4 = 48; got 12"
+    cols = np.arange(2 * 12 * 9, dtype=np.float32).reshape(2, 12, 9)
+    want = dml.fold(cols, [4, 4], [2, 2])
+    for _ in range(3):
+        assert dml.fold(cols, [4, 4], window).tobytes() == want.tobytes()

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-
-import numpy as np
+import operator
 
 from ..plan import FoldPlan, WindowSums
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
@@ -37,11 +36,15 @@ def _is_sequence(value) -> bool:
 
 
 def _window_count(window) -> int | None:
-    """``prod(window)`` where every entry is an int >= 1, else None."""
-    if not _is_sequence(window) or not all(
-            isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 1 for w in window):
+    """``prod(window)`` where every entry is an int >= 1 (as ``as_int`` reads
+    it: a 0-d integer array too), else None."""
+    if not _is_sequence(window) or any(isinstance(w, bool) for w in window):
         return None
-    return math.prod(int(w) for w in window)
+    try:
+        sizes = [operator.index(w) for w in window]
+    except TypeError:
+        return None
+    return math.prod(sizes) if all(w >= 1 for w in sizes) else None
 
 #: Every size product is computed in 64-bit signed arithmetic by the kernels.
 INT64_MAX = 2**63 - 1
