@@ -176,3 +176,16 @@ def test_padding_value_for_integer_types_truncates_and_saturates():
     assert dev.run(ints(-10.6), one)[0, 0, 0, 0] == -10
     assert dev.run(ints(1000.0), one)[0, 0, 0, 0] == 127
     assert dev.run(ints(float("nan")), one)[0, 0, 0, 0] == 0
+
+
+@pytest.mark.parametrize("sizes", [[np.array(1), 3], (np.int8(1), np.array(3, np.uint64))])
+def test_split_sizes_are_ints_as_the_other_fields_read_them(sizes):
+    # a 0-d integer array is an int in every other list argument (pad's, tile's, slice's offsets...);
+    # split refused it ("OutputTensors[0].Sizes[2] must be an int >= 1 (sizes[0]); got array(1)")
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    want = [a.tobytes() for a in dml.split(x, 2, [1, 3])]
+    for _ in range(3):
+        assert [a.tobytes() for a in dml.split(x, 2, sizes)] == want
+    for bad in ([True, 3], [1.0, 3], [np.array(1.0), 3], [np.array([1]), 3]):
+        with pytest.raises(dml.ValidationError, match=r"OutputTensors\[0\]\.Sizes\[2\] must be an int >= 1"):
+            dml.split(x, 2, bad)

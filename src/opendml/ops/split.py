@@ -9,8 +9,7 @@ inverse of JOIN.
 from __future__ import annotations
 
 import dataclasses
-
-import numpy as np
+import operator
 
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
@@ -54,12 +53,18 @@ class SplitOperatorDesc(WholeAxis, MoveOperatorDesc):
         if not isinstance(sizes, tuple) or not sizes:
             raise api.field_error("split", "OutputTensors", "be one or more tensors (sizes: a non-empty sequence "
                                   "of ints, one per output)", sizes)
-        for i, s in enumerate(sizes):
-            if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
+        ints = []
+        for i, s in enumerate(sizes):       # ints as the other fields read them (a 0-d integer array too)
+            try:
+                ints.append(None if isinstance(s, bool) else operator.index(s))
+            except TypeError:
+                ints.append(None)
+            if ints[i] is None or ints[i] < 1:
                 raise api.field_error("split", f"OutputTensors[{i}].Sizes[{a}]", f"be an int >= 1 (sizes[{i}])", s)
+        sizes = tuple(ints)
 
         def make(t):
-            outs = tuple(TensorDesc(t.data_type, tuple(int(s) if d == a else n for d, n in enumerate(t.sizes)))
+            outs = tuple(TensorDesc(t.data_type, tuple(s if d == a else n for d, n in enumerate(t.sizes)))
                          for s in sizes)
             return cls(t, outs, a)
         return make, (a, sizes)
