@@ -21,7 +21,7 @@ import numpy as np
 
 from .ops import ALIASES, OPERATORS, OperatorDesc
 from .ops._spec import OMIT, Field, snake
-from .model._checks import _short, type_name
+from .model._checks import _short, json_text, type_name
 from .model.data_type import DataType
 from .model.errors import DmlError, ValidationError
 from .model.tensor_desc import MAX_RANK, TensorDesc, TensorFlags
@@ -282,7 +282,7 @@ def default_input(t: TensorDesc, start: int) -> np.ndarray:
 def _int_list(obj, key, path):
     v = obj[key]
     if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in v):
-        raise JsonFormError(f"{path}.{key}: must be an array of integers; got {json.dumps(v)[:80]}")
+        raise JsonFormError(f"{path}.{key}: must be an array of integers; got {json_text(v)[:80]}")
     return v
 
 
@@ -339,7 +339,7 @@ def tensor_from_json(obj, path: str, *, default_type=None, sizes=None) -> Tensor
     kw = {}
     dt = obj.get("DataType", default_type)
     if not isinstance(dt, (str, DataType)):
-        raise JsonFormError(f"{path}.DataType: must be a string such as \"FLOAT32\"; got {json.dumps(dt)}")
+        raise JsonFormError(f"{path}.DataType: must be a string such as \"FLOAT32\"; got {json_text(dt)}")
     try:
         kw["data_type"] = DataType.parse(dt)
     except DmlError as e:
@@ -351,7 +351,7 @@ def tensor_from_json(obj, path: str, *, default_type=None, sizes=None) -> Tensor
         if key in obj:
             v = obj[key]
             if isinstance(v, bool) or not isinstance(v, int):
-                raise JsonFormError(f"{path}.{key}: must be an integer; got {json.dumps(v)}")
+                raise JsonFormError(f"{path}.{key}: must be an integer; got {json_text(v)}")
             kw[snake(key)] = v
     if "Flags" in obj:
         f = obj["Flags"]
@@ -361,11 +361,11 @@ def tensor_from_json(obj, path: str, *, default_type=None, sizes=None) -> Tensor
                 raise JsonFormError(f"{path}.Flags: unknown flag {f!r}; expected NONE or OWNED_BY_DML")
             f = TensorFlags[name]
         elif isinstance(f, bool) or not isinstance(f, int):
-            raise JsonFormError(f"{path}.Flags: must be \"NONE\", \"OWNED_BY_DML\" or an integer; got {json.dumps(f)}")
+            raise JsonFormError(f"{path}.Flags: must be \"NONE\", \"OWNED_BY_DML\" or an integer; got {json_text(f)}")
         kw["flags"] = f
     if "DimensionCount" in obj and kw["sizes"] is not None and obj["DimensionCount"] != len(kw["sizes"]):
         raise JsonFormError(f"{path}.DimensionCount: must equal the length of Sizes {len(kw['sizes'])}; "
-                            f"got {json.dumps(obj['DimensionCount'])}")
+                            f"got {json_text(obj['DimensionCount'])}")
     try:
         return TensorDesc(**kw)
     except DmlError as e:
@@ -399,7 +399,7 @@ def from_json(obj) -> OperatorDesc:
         name = name.upper().removeprefix("DML_OPERATOR_")
         name = ALIASES.get(name, name)          # DML_OPERATOR_SCATTER is SCATTER_ELEMENTS
     if not isinstance(name, str) or name not in OPERATORS:
-        raise JsonFormError(f"$.Operator: unknown operator {json.dumps(name)}; expected one of {', '.join(OPERATORS)}")
+        raise JsonFormError(f"$.Operator: unknown operator {json_text(name)}; expected one of {', '.join(OPERATORS)}")
     cls = OPERATORS[name]
     fields = cls.FIELDS
     allowed = ("Operator", *(s.json for s in cls.SLOTS), *cls.COUNTS, *(f.json for f in fields), *EXTRA_FIELDS)
@@ -426,7 +426,7 @@ def from_json(obj) -> OperatorDesc:
         value = parsed.get(target, obj.get(target))
         if count in obj and isinstance(value, (list, tuple)) and obj[count] != len(value):
             what = "the number of" if any(s.json == target for s in cls.SLOTS) else "the length of"
-            raise JsonFormError(f"$.{count}: must equal {what} {target} {len(value)}; got {json.dumps(obj[count])}")
+            raise JsonFormError(f"$.{count}: must equal {what} {target} {len(value)}; got {json_text(obj[count])}")
     kw.update({s.attr: None for s in cls.slots("output")})
     for s in cls.slots("output"):
         o = obj.get(s.json)

@@ -1,5 +1,8 @@
 """The plain field kinds' JSON rule (``_spec.FieldKind.from_json``): what each
 accepts, what it makes of it, and the message naming the path otherwise."""
+import decimal
+
+import numpy as np
 import pytest
 
 from opendml.ops._spec import Bool, Field, Float, Int, UInt
@@ -30,5 +33,17 @@ def test_accepted_values(kind, value, expected):
     (Field("S", "s"), "x", 'op.X: must be an array of integers; got "x"'),
 ])
 def test_refused_values_name_the_path(kind, value, message):
+    with pytest.raises(Fail, match=message):
+        kind.from_json(value, "op.X", {}, Fail)
+
+
+@pytest.mark.parametrize("kind, value, message", [
+    (Bool("B", "b"), np.int64(2), r"op.X: must be true or false; got np.int64\(2\)"),
+    (Float("V", "v"), decimal.Decimal(1), r"op.X: must be a number; got Decimal\('1'\)"),
+    (Field("S", "s"), {1, 2}, r"op.X: must be an array of integers; got \{1, 2\}"),
+])
+def test_a_value_json_cannot_write_is_named_by_its_repr(kind, value, message):
+    # a parsed description given as a dict may hold what JSON has no form for: the message's
+    # json.dumps raised a bare TypeError
     with pytest.raises(Fail, match=message):
         kind.from_json(value, "op.X", {}, Fail)

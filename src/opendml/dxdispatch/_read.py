@@ -11,7 +11,7 @@ import numpy as np
 
 from ..jsonform import MAX_DEPTH, check_depth, check_keys, parse_int, parse_object, read_regular
 from ..jsonform import text_limit as model_limit
-from ..model._checks import UINT64_MAX, type_name as _type_name
+from ..model._checks import UINT64_MAX, json_text, type_name as _type_name
 from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import ValidationError
 from ..ops import ALIASES as _OPERATOR_ALIASES  # noqa: F401 - the old names DirectML.h keeps (SCATTER)
@@ -31,10 +31,7 @@ class ModelError(ValidationError):
 
 
 def _short(v, limit: int = 60) -> str:
-    try:
-        text = json.dumps(v)
-    except (TypeError, ValueError):
-        text = repr(v)
+    text = json_text(v)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 

@@ -6,6 +6,7 @@ and objects of the wrong kind are refused in one place with one message style.
 from __future__ import annotations
 
 import itertools
+import json
 import operator
 import reprlib
 from collections.abc import Mapping, Set
@@ -85,6 +86,15 @@ def _short(value) -> str:
         return _REPR.repr(value)
     except Exception:  # a hostile __repr__: name the type only
         return f"<{type(value).__name__}>"
+
+
+def json_text(value) -> str:
+    """``value`` as JSON writes it, for a message; ``_short``'s repr where JSON
+    has no form for it (a NumPy number, a set, a list holding itself...)."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        return _short(value)
 
 
 def type_name(v) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 import math
 import re
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model._checks import _short, type_name
+from ..model._checks import _short, json_text, type_name
 from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import ValidationError
 
@@ -190,7 +189,7 @@ class FieldKind:
 
     def from_json(self, value, path: str, parsed: dict, fail: Fail):
         if not self.accepts(value):
-            raise fail(f"{path}: must be {self.expects}; got {json.dumps(value)[:80]}")
+            raise fail(f"{path}: must be {self.expects}; got {json_text(value)[:80]}")
         return self.convert(value, path, fail)
 
     def convert(self, value, path: str, fail: Fail):
@@ -281,7 +280,7 @@ class Enum(FieldKind):
                 return self.enum(value)
             except ValueError:
                 pass
-        raise fail(f"{path}: unknown {prefix.rstrip('_') or self.enum.__name__} {json.dumps(value)[:80]}; "
+        raise fail(f"{path}: unknown {prefix.rstrip('_') or self.enum.__name__} {json_text(value)[:80]}; "
                    f"expected one of {self.names()}")
 
     def to_json(self, value):
@@ -324,10 +323,10 @@ class ScalarUnion(FieldKind):
                 value = int(value)
             if not _is_int(value):
                 raise fail(f"{path}: must be an integer for {self.type_field} {dt.name}; "
-                           f"got {json.dumps(value)[:80]}")
+                           f"got {json_text(value)[:80]}")
             return value
         if not _is_number(value):
-            raise fail(f"{path}: must be a number; got {json.dumps(value)[:80]}")
+            raise fail(f"{path}: must be a number; got {json_text(value)[:80]}")
         return to_float(value, f"{path}:", fail)
 
 
@@ -358,7 +357,7 @@ class Struct(FieldKind):
             if m not in value:
                 raise fail(f"{path}.{m}: missing required field")
             if not _is_number(value[m]):
-                raise fail(f"{path}.{m}: must be a number; got {json.dumps(value[m])[:80]}")
+                raise fail(f"{path}.{m}: must be a number; got {json_text(value[m])[:80]}")
             kw[a] = to_float(value[m], f"{path}.{m}:", fail)
         return self.struct(**kw)
 
