@@ -4,6 +4,7 @@ out by hand from the operator pages; resources and their initialisers;
 DirectML's binding rules; print and writeFile; --output-dir; the bundled
 examples as models. Random models (tests/test_properties.py's generators) and
 the fuzz test are in tests/test_dxdispatch_properties.py."""
+import io
 import json
 import math
 import os
@@ -786,3 +787,12 @@ def test_example_model_reads_inputs_as_the_command_line_does():
         dxdispatch.example_model({**join, "Inputs": [[[5, 6]]]})
     model = dxdispatch.example_model({**join, "Inputs": [[[5, 6]], [[7, 8]]]})
     assert [r["initialValues"] for r in model["resources"].values()][:2] == [[5, 6], [7, 8]]
+
+
+@pytest.mark.parametrize("strides", [np.array([]), np.array(3), np.array([1, 2, 3, 4])])
+def test_a_parsed_model_holding_an_array_for_strides_is_a_model_error(strides):
+    # a model given as a dict: ``Strides == []`` on a NumPy array raised NumPy's ValueError
+    model = dxdispatch.example_model(examples()["slice-contiguous"])
+    model["dispatchables"]["slice-contiguous"]["desc"]["InputTensor"]["Strides"] = strides
+    with pytest.raises(dml.ValidationError, match=r"InputTensor\.Strides"):
+        dxdispatch.run(model, out=io.StringIO())

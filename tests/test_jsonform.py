@@ -32,3 +32,11 @@ def test_a_dict_holding_itself_is_named():
     with pytest.raises(JsonFormError, match=r"^\$\.OutputTensor\.Sizes: must be an array of integers; got \{"):
         from_json(d)
 
+
+@pytest.mark.parametrize("value", [np.array(3), np.array([]), np.array([1, 2])])
+def test_an_array_for_a_list_of_tensors_is_named(value):
+    # ``value == []`` on a NumPy array: "The truth value of an empty array is ambiguous"
+    d = {"Operator": "JOIN", "InputTensors": value, "OutputTensor": {"DataType": "FLOAT32", "Sizes": [2]}, "Axis": 0}
+    with pytest.raises(JsonFormError, match=r"^\$\.InputTensors: must be a non-empty array of tensor descriptions; "
+                                            r"got ndarray"):
+        from_json(d)

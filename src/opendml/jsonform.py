@@ -448,7 +448,7 @@ def _slot_from_json(obj: dict, slot) -> "TensorDesc | tuple[TensorDesc, ...]":
     if not slot.many:
         return tensor_from_json(value, path)
     if not isinstance(value, list) or not value:
-        got = "an empty array" if value == [] else type_name(value)
+        got = "an empty array" if isinstance(value, list) else type_name(value)
         raise JsonFormError(f"{path}: must be a non-empty array of tensor descriptions; got {got}")
     return tuple(tensor_from_json(t, f"{path}[{i}]") for i, t in enumerate(value))
 

@@ -77,7 +77,7 @@ def _tensor_json(obj, where: str) -> dict:
         out["Flags"] = value
     if type(out.get("TotalTensorSizeInBytes")) is int and out["TotalTensorSizeInBytes"] == 0:
         del out["TotalTensorSizeInBytes"]
-    if out.get("Strides") == []:
+    if type(out.get("Strides")) is list and not out["Strides"]:
         del out["Strides"]
     return out
 
