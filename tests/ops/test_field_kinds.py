@@ -47,3 +47,17 @@ def test_a_value_json_cannot_write_is_named_by_its_repr(kind, value, message):
     # json.dumps raised a bare TypeError
     with pytest.raises(Fail, match=message):
         kind.from_json(value, "op.X", {}, Fail)
+
+
+def test_a_finite_long_double_beyond_the_double_range_is_refused_as_10_to_400_is():
+    # float() makes it infinite (no OverflowError): PADDING's value 1e4000 padded with inf
+    from opendml.ops._spec import to_float
+    with pytest.raises(Fail, match=r"V: must be a number within the double range .*got np.longdouble\('1e\+4000'\)"):
+        to_float(np.longdouble("1e4000"), "V:", Fail)
+    assert to_float(np.longdouble("inf"), "V:", Fail) == float("inf")
+    assert to_float(np.longdouble("1e300"), "V:", Fail) == 1e300
+    import opendml as dml
+    x = np.ones((2, 3), np.float32)
+    for _ in range(3):
+        with pytest.raises(dml.ValidationError, match="PADDING1: PaddingValue must be a number within the double"):
+            dml.pad(x, [1, 0], [0, 0], value=np.longdouble("-1e4000"))

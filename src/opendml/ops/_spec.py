@@ -153,12 +153,17 @@ def to_float(value, name: str, fail: Fail = ValidationError) -> float:
     Python float: a real number, an integer or float of Python or NumPy (bool
     refused). An integer beyond the double range (``10**400``) cannot be a
     FLOAT: ``fail(message)`` (by default a ``ValidationError``) names the
-    field and the value, never ``OverflowError``. NaN and the infinities
-    given as floats are FLOAT values and pass through."""
+    field and the value, never ``OverflowError``; so can a finite NumPy long
+    double beyond it (``np.longdouble("1e4000")``, which ``float`` makes
+    infinite). NaN and the infinities given as floats are FLOAT values and
+    pass through."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise fail(f"{name} must be a number; got {_short(value)}")
     try:
-        return float(value)
+        f = float(value)
+        if math.isinf(f) and isinstance(value, np.floating) and np.isfinite(value):
+            raise OverflowError
+        return f
     except OverflowError:
         raise fail(f"{name} must be a number within the double range (magnitude at most {DOUBLE_MAX:g}); "
                    f"got {_short(value)}") from None
