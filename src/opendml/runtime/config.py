@@ -24,6 +24,7 @@ that restores the previous settings when used as a context manager::
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
 import threading
 import types
@@ -256,9 +257,12 @@ def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
                                     ("unfold_tile_columns", unfold_tile_columns, 1, 1 << 20)):
             if value is None:
                 continue
-            if isinstance(value, bool) or not hasattr(value, "__index__"):
+            try:                            # (NumPy's 1-element array has __index__, and refuses)
+                changes[name] = None if isinstance(value, bool) else operator.index(value)
+            except TypeError:
+                changes[name] = None
+            if changes[name] is None:
                 raise TypeError(f"configure: {name} must be an int; got {_kind(value)}")
-            changes[name] = value.__index__()
             if not lo <= changes[name] <= hi:
                 raise ValidationError(f"configure: {name} must be in [{lo}, {hi}]; got {changes[name]}")
         if call_cache is not None:
