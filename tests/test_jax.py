@@ -529,6 +529,10 @@ def test_opendml_jax_module():
     u = dj.Unfold((3, 3), start_padding=1, end_padding=[1, 1])
     f = dj.Fold([5, 5], (3, 3), start_padding=1, end_padding=1)
     assert hash(u) == hash(dj.Unfold((3, 3), start_padding=1, end_padding=(1, 1)))
+    # a 1-D NumPy array kept as a tuple too: it was kept as given, and the object could not be hashed
+    assert dj.Unfold(np.array([3, 3]), start_padding=1, end_padding=np.array([1, 1])) == u
+    assert hash(dj.Fold(np.array([5, 5]), np.array([3, 3]), start_padding=1, end_padding=1)) == hash(
+        dj.Fold([5, 5], (3, 3), start_padding=1, end_padding=1))
     cols = u(x)                                              # a NumPy input comes back as a JAX array
     assert isinstance(cols, jax.Array) and cols.shape == (2, 27, 25)
     assert_same_bits(cols, ref.unfold(x, [3, 3], [1, 1], [1, 1], [1, 1], [1, 1]))

@@ -128,13 +128,13 @@ __all__ = [*(n for n in _WINDOW if not hasattr(builtins, n)), "Unfold", "Fold", 
 
 class _Fixed:
     """A frozen dataclass of an array function's arguments, all but the
-    array (lists kept as tuples); calling it with ``x`` calls the function
-    its class is named after as ``function(x, *fields)``."""
+    array (lists and 1-D NumPy arrays kept as tuples, as a call snapshots
+    them); calling it with ``x`` calls the function its class is named after
+    as ``function(x, *fields)``."""
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            object.__setattr__(self, f.name, tuple(value) if isinstance(value, (list, tuple)) else value)
+            object.__setattr__(self, f.name, _arrays.front._snapshot(getattr(self, f.name)))
 
     def __call__(self, x: Any) -> jax.Array:
         function = globals()[type(self).__name__.lower()]
