@@ -307,6 +307,8 @@ def through_op(x, call):
                 op, args, reshape = hit
                 return op(x if reshape is None else x.reshape(reshape), *args)
         call.describe_arrays([dtype], [x.shape])       # (validated: the array API's errors)
+    else:
+        _validate_hinted(x, call)
     name, lists, reshape = _operator(call.name).framework_call(shape, call.args, _ints)
     op, args = bind_op(ops, name, lists)
     if memo is not None:
@@ -314,6 +316,17 @@ def through_op(x, call):
             _ROUTES.clear()
         _ROUTES[memo] = op, args, reshape
     return op(x if reshape is None else x.reshape(reshape), *args)
+
+
+def _validate_hinted(x, call) -> None:
+    """A call on symbolic sizes or arguments validated for their hints (their values in the call being
+    traced, read without a guard), so that bad values are the array API's error, not the framework form's."""
+    shape = [dynamic._hint(n) for n in x.shape]
+    args = [[dynamic._hint(n) for n in a] if _is_sequence(a) else dynamic._hint(a) if isinstance(a, torch.SymInt)
+            else a for a in call.args]
+    if None not in shape and all(a is not None or b is None for a, b in zip(args, call.args)) and \
+            all(None not in a for a in args if _is_sequence(a)):
+        _in_mode(_DESCRIBE, getattr(api, call.name), x.new_empty(shape), *args)
 
 
 def _ints(value, d: int = 0) -> list:
