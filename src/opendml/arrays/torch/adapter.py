@@ -64,7 +64,8 @@ _MODE: contextvars.ContextVar = contextvars.ContextVar("opendml_torch_mode", def
 _mode_get = _MODE.get
 _is_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 _dispatch_modes = torch._C._len_torch_dispatch_stack
-_tracing, _set_tracing = torch._C._get_tracing_state, torch._C._set_tracing_state     # (torch.jit.trace's)
+# (torch.jit.trace's)
+_tracing, _set_tracing, _is_tracing = torch._C._get_tracing_state, torch._C._set_tracing_state, torch._C._is_tracing
 
 
 def _in_mode(mode, fn, *args):
@@ -98,7 +99,7 @@ def _not_plain(x) -> bool:
     """The call cache's last routing check: a functorch wrapper, or any
     tensor while a forward-AD level is open (its tangent must be seen) or
     TorchScript traces (it must record the operator, not the result)."""
-    return _fwad._current_level >= 0 or _is_functorch_wrapped(x) or _tracing() is not None
+    return _fwad._current_level >= 0 or _is_functorch_wrapped(x) or _is_tracing()
 
 
 calls.register_torch(torch.Tensor, torch.is_grad_enabled, _dispatch_modes, _not_plain,
