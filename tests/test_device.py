@@ -321,6 +321,20 @@ def test_owned_by_dml_initialization_copies_the_elements_span_only():
     assert np.array_equal(device.run(desc, X), [[[[7, 8], [11, 12], [15, 16]]]])
 
 
+def test_run_refuses_an_operator_of_several_outputs():
+    """``run`` returns one array: on SPLIT it names ``run_all`` rather than
+    returning the first output alone."""
+    x = np.arange(10, dtype=np.int32).reshape(1, 1, 2, 5)
+    split = dml.SplitOperatorDesc(dml.TensorDesc("INT32", [1, 1, 2, 5]),
+                                  [dml.TensorDesc("INT32", [1, 1, 2, 2]), dml.TensorDesc("INT32", [1, 1, 2, 3])], 3)
+    device = dml.Device("cpu")
+    with pytest.raises(dml.ValidationError, match=r"^Device.run: SPLIT has 2 output tensors, and run returns one; "
+                                                  r"Device.run_all returns them all$"):
+        device.run(split, x)
+    first, second = device.run_all(split, x)
+    assert first.tolist() == [[[[0, 1], [5, 6]]]] and second.tolist() == [[[[2, 3, 4], [7, 8, 9]]]]
+
+
 # -- threads ------------------------------------------------------------------------
 
 THREADS = 12

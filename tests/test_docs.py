@@ -407,6 +407,18 @@ def test_cuda_blocks_run_alone():
 
 
 
+def test_blocks_calling_opendml_operators_by_name_import_opendml_torch():
+    """``torch.ops.opendml.*`` exist once ``opendml.torch`` (or a first tensor
+    call) registered them: this suite's process has them from other pages, a
+    reader's fresh interpreter does not, so a block naming them imports
+    ``opendml.torch`` itself (or continues a block that does)."""
+    for page in PAGES:
+        for block in parse_blocks(page.read_text(encoding="utf-8")):
+            if block.lang in ("python", "pycon") and "torch.ops.opendml" in block.text and not continues(block):
+                assert re.search(r"^(>>> )?import opendml\.torch\b", block.text, re.M), (
+                    f"{page.relative_to(ROOT)}:{block.line}: the block calls torch.ops.opendml without "
+                    f"importing opendml.torch")
+
 def test_the_collector_sees_code_on_the_pages():
     counts = {p.relative_to(ROOT).as_posix(): len(parse_blocks(p.read_text(encoding="utf-8"))) for p in PAGES}
     assert counts["README.md"] >= 2

@@ -84,9 +84,9 @@ DEFAULT_MAX_BYTES = 2 << 30
 def default_input(desc, max_bytes: int | None = None, tensor: TensorDesc | None = None,
                   name: str | None = None) -> np.ndarray:
     """``jsonform.default_input`` of an input (``tensor``/``name``; default:
-    the first) from the operator's ``DEFAULT_INPUT_START`` (1..N, 0..N-1 for
-    UNFOLD and FOLD), refused where its distinct elements would take more
-    than ``max_bytes``."""
+    the first) from the operator's ``DEFAULT_INPUT_START`` (1..N, or 0..N-1
+    as UNFOLD's and the gathers' pages), refused where its distinct elements
+    would take more than ``max_bytes``."""
     t = tensor if tensor is not None else desc.input_tensor
     name = name if name is not None else desc.TENSORS[0]
     nbytes = math.prod(1 if s == 0 else n for n, s in zip(t.sizes, t.element_strides)) * t.element_size
@@ -365,10 +365,12 @@ def cmd_info(args) -> int:
                             if served["enabled"] else
                             "off (call_cache=False / OPENDML_CALL_CACHE=0)" if not cfg.call_cache else
                             "unavailable (compiled extension not installed)"))
+    from importlib.util import find_spec
     from .arrays.torch.node import cache_folder
-    print(f"pytorch autograd: torch_node={cfg.torch_node} " + (
+    print("pytorch autograd: " + ("PyTorch not installed" if find_spec("torch") is None else
+                                  f"torch_node={cfg.torch_node} " + (
         "(always the Python autograd.Function)" if cfg.torch_node == "off" else
-        f"(a C++ node compiled on first need into {cache_folder()}; the Python autograd.Function until then)"))
+        f"(a C++ node compiled on first need into {cache_folder()}; the Python autograd.Function until then)")))
     ok, what = cuda_status()
     print(f"backend cuda: {'available: ' + what if ok else 'unavailable (' + what + ')'}")
     print("feature levels: " + ", ".join(level.label for level in FeatureLevel))
@@ -423,8 +425,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--input", metavar="X.npy", action="append",
                    help="input array (.npy, not .npz) of InputTensor's sizes and data type; once per input "
                    "tensor, in order, for an operator of several (JOIN); default: the file's \"Input\" (or "
-                   "\"Inputs\", a list), else 1..N (0..N-1 for UNFOLD and FOLD) as the pages do, dimensions of "
-                   "stride 0 counted once")
+                   "\"Inputs\", a list), else 1..N (0..N-1 for " + ", ".join(
+                       n for n, c in OPERATORS.items() if c.DEFAULT_INPUT_START == 0) + ") as the pages do, "
+                   "dimensions of stride 0 counted once")
     r.add_argument("--output", metavar="Y.npy", action="append",
                    help="save the output array (.npy format) to exactly this path; no .npy suffix is added, the "
                    "directory must exist; once per output tensor, in order, for an operator of several (SPLIT)")

@@ -656,13 +656,17 @@ class Device:
         Raises
         ------
         ValidationError
-            If the number of arrays is wrong or an array does not fit its
-            tensor.
+            If the number of arrays is wrong, an array does not fit its
+            tensor, or the operator has several outputs.
         UnsupportedError
             If the description is not valid at this device's feature level,
             or the device cannot run the operator.
         """
-        return self.run_all(desc, *arrays)[0]
+        outputs = self.run_all(desc, *arrays)
+        if len(outputs) != 1:
+            raise ValidationError(f"Device.run: {desc.OPERATOR} has {len(outputs)} output tensors, and run returns "
+                                  f"one; Device.run_all returns them all")
+        return outputs[0]
 
     def run_all(self, desc: OperatorDesc, *arrays: ArrayLike) -> list[np.ndarray]:
         """``run`` returning a list of every output, one array per output tensor

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from opendml.cli import EXAMPLE_ORDER, main
+from opendml.ops import OPERATORS
 
 SLICE1 = {"Operator": "SLICE1", "InputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 4, 4]},
           "InputWindowOffsets": [0, 0, 0, 1], "InputWindowSizes": [1, 1, 4, 3], "InputWindowStrides": [1, 1, -2, 2]}
@@ -124,6 +125,23 @@ def test_info(capsys):
     assert out.startswith("opendml ") and "backend cpu: available" in out and "backend cuda: " in out
     assert "call cache: " in out
     assert "feature levels: 1_0, 2_0, 2_1" in out and "operator UNFOLD (DML_OPERATOR_TYPE 177): from feature level 6_4" in out
+    assert "pytorch autograd: torch_node=" in out         # PyTorch is installed here
+
+
+def test_info_without_pytorch_says_so_rather_than_describing_its_node(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)      # find_spec's answer where PyTorch is not installed
+    assert main(["info"]) == 0
+    assert "\npytorch autograd: PyTorch not installed\n" in capsys.readouterr().out
+
+
+def test_run_help_names_every_operator_whose_default_input_starts_at_0(capsys):
+    """The help listed UNFOLD and FOLD only; the gathers, scatters and ONE_HOT start at 0 too."""
+    zero = [name for name, cls in OPERATORS.items() if cls.DEFAULT_INPUT_START == 0]
+    assert {"UNFOLD", "FOLD", "GATHER", "ONE_HOT"} <= set(zero)
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"else 1..N (0..N-1 for {', '.join(zero)}) as the pages do" in text
 
 
 BAD = [

@@ -593,17 +593,18 @@ def cpu_output_cache(limit: int | None = None) -> dict:
     TypeError
         If ``limit`` is not an int (a bool is not) or None.
     ValidationError
-        If ``limit`` is negative.
+        If ``limit`` is outside [0, 2**62].
     UnsupportedError
         If the configuration asks for the compiled CPU kernels
         (``OPENDML_CPU_KERNELS=compiled``) and they are not installed.
     """
-    from ..runtime.config import configure
+    from ..runtime.config import MAX_CACHE_BYTES, configure
     if limit is not None:
         if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)):
             raise TypeError(f"cpu_output_cache: limit must be an int (bytes) or None; got {type(limit).__name__}")
-        if limit < 0:
-            raise ValidationError(f"cpu_output_cache: limit must be an int >= 0 (bytes) or None; got {limit}")
+        if not 0 <= limit <= MAX_CACHE_BYTES:
+            raise ValidationError(f"cpu_output_cache: limit must be in [0, {MAX_CACHE_BYTES}] (bytes) or None; "
+                                  f"got {limit}")
         configure(output_cache_bytes=int(limit))
     return get_backend("cpu").cache_info()
 

@@ -173,8 +173,8 @@ class DiagonalMatrix1OperatorDesc(_DiagonalRules):
     count a stack), ``x``'s elements elsewhere, or zeros without ``x``.
 
     An inverted range (``begin > end``) fills the diagonals outside ``[end,
-    begin)``: ``begin=1, end=0`` keeps only the main diagonal; ``begin ==
-    end`` fills nothing. The defaults give the identity (``np.eye``);
+    begin)``: ``begin=1, end=0, value=0`` keeps only the main diagonal;
+    ``begin == end`` fills nothing. The defaults give the identity (``np.eye``);
     ``begin=k, end=k+1`` is diagonal k (DML_DIAGONAL_MATRIX's Offset), and
     ``begin=-2**31, end=1, value=0`` zeroes all but the strictly upper
     triangle (``np.triu(x, 1)``).
