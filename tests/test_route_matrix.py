@@ -620,6 +620,29 @@ def test_torch_compile(name):
     same(_np(_compiled(case, _torch(case.arrays))), case.want, "torch.compile")
 
 
+@pytest.mark.parametrize("node", ["wait", "off"], ids=["cpp-operators", "custom-operators"])
+@pytest.mark.parametrize("name", marked("torch-jit-trace", ALL))
+def test_torch_jit_trace(name, node):
+    """``torch.jit.trace`` of the call on tensors that need no gradient, after repeats (served by the C call
+    cache) on the same tensors: the trace records opendml's operator, not its result as a constant, so the
+    traced function gives the NumPy route's bytes on other inputs of the same shapes (each array argument's
+    elements reversed). It recorded the result: the kernel route ran the call, a repeat from C."""
+    torch = pytest.importorskip("torch")
+    import warnings
+    case = case_of(name)
+    if not case.arrays:
+        pytest.skip(f"{name}'s example takes no array: nothing to trace")
+    other = [m[1] for m in case.batch()] + case.arrays[case.main:]
+    xs = _torch(case.arrays)
+    with dml.configure(torch_node=node), warnings.catch_warnings():
+        warnings.simplefilter("error", torch.jit.TracerWarning)      # (a traced size or value read as a constant)
+        for _ in range(3):
+            same(_np(case.run(xs)), case.want, "before the trace")
+        traced = torch.jit.trace(lambda *a: tuple(case.run(list(a))), tuple(xs), check_trace=False)
+        assert "opendml" in str(traced.graph), f"{name}: no opendml operator in the trace:\n{traced.graph}"
+        same(_np(traced(*_torch(other))), case.run(other), "the traced function on other inputs")
+
+
 #: Per array function: (other valid values of its example's int and float arguments, in the same form; a
 #: value eager refuses). gather_nd's example takes batch_dimensions 0 alone.
 OTHER_ARGUMENTS = {
@@ -756,13 +779,13 @@ def test_torch_compile_dynamic_slice_refused_as_slice(bad, node):
         assert str(eager.value) in str(got.value)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "slice1's output_sizes under torch.compile(dynamic=True): the traced call is SLICE1 of the window that "
-    "reaches exactly those sizes (reaching_window: a negative stride moves its offset), kept symbolic, so a "
-    "value eager refuses in a later call is refused by the operator for the derived window (InputWindowOffsets "
-    "... got -1), not with eager's OutputTensor.Sizes error"))
 @pytest.mark.parametrize("node", ["wait", "off"], ids=["cpp-operators", "custom-operators"])
 def test_torch_compile_dynamic_slice1_output_sizes_refused_as_eager(node):
+    """Can fail: slice1's output_sizes under ``torch.compile(dynamic=True)`` enter the graph as SLICE1 of
+    the window that reaches exactly those sizes (``reaching_window``: a negative stride moves its offset),
+    kept symbolic, so a value eager refuses in a later call was refused by the operator for the derived
+    window (InputWindowOffsets ... got -1). The counts' range is now a guard: such a value traces the call
+    again, whose validation (of the call itself, for its values) raises eager's OutputTensor.Sizes error."""
     torch = pytest.importorskip("torch")
     import opendml.torch  # noqa: F401 - what lets the array functions into a graph whole
 

@@ -316,15 +316,33 @@ def test_jit_trace_and_compiled_autograd_take_the_python_route(node):
     assert torch.equal(x.grad, 2 * dml.fold(torch.ones(1, 18, 36), [6, 6], 3, 1, 1, 1, 1))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "torch.jit.trace of a call on tensors that need no gradient: the kernel route runs it (a repeat is served by "
-    "the C call cache, which does not look for a TorchScript trace), so the trace records its result as a "
-    "constant; inputs that require grad take the Function, which the trace follows"))
-def test_jit_trace_of_a_call_that_needs_no_gradient():
-    fn = lambda t: dml.pad(t, 1, 1) * 2  # noqa: E731
-    traced = torch.jit.trace(fn, torch.ones(2, 3), check_trace=False)
-    other = torch.arange(6.0).reshape(2, 3)
-    assert torch.equal(traced(other), fn(other))
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("mode", ["wait", "off"])
+def test_jit_trace_of_a_call_that_needs_no_gradient(node, mode, device):
+    """Can fail: ``torch.jit.trace`` of calls on tensors that need no gradient recorded their results as
+    constants (the kernel route ran them, a repeat served by the C call cache, which did not look for a
+    TorchScript trace), so the traced function gave the example's answer on every input. The trace now
+    records opendml's operators (``opendml_cpp::move``, ``opendml::move``; an index function
+    ``opendml::family``), after repeats as before any call; inputs requiring grad still take the Function."""
+    dev = _device(device)
+    idx = torch.tensor([[2, 0, 1]], device=dev)
+    fns = [lambda t: dml.pad(t, 1, 1) * 2, lambda t: dml.slice(t, [0, 1], [2, 2], [1, 1]),
+           lambda t: dml.unfold(t.reshape(1, 1, 2, 3), 2, 1, 1, 0, 0), lambda t: dml.tile(t, [2, 1]),
+           lambda t: dml.gather_elements(t, idx.expand(2, 3), 1), lambda t: dml.join([t, t + 1], 0)]
+    other = torch.arange(6.0, device=dev).reshape(2, 3)
+    with dml.configure(torch_node=mode):
+        for fn in fns:
+            for _ in range(3):                                    # (repeats: served by the call cache)
+                fn(torch.ones(2, 3, device=dev))
+            traced = torch.jit.trace(fn, torch.ones(2, 3, device=dev), check_trace=False)
+            assert torch.equal(traced(other), fn(other))
+            # (traced with a gradient: the Function, as before)
+            traced = torch.jit.trace(fn, torch.ones(2, 3, device=dev, requires_grad=True), check_trace=False)
+            a, b = (other.clone().requires_grad_(True) for _ in range(2))
+            ya, yb = traced(a), fn(b)
+            (ya * ya).sum().backward()
+            (yb * yb).sum().backward()
+            assert torch.equal(ya, yb) and torch.equal(a.grad, b.grad)
 
 
 @pytest.mark.parametrize("mode", ["wait", "off"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..plan import Copy
+from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
 from ..model._checks import INT32_MAX, INT32_MIN, UINT32_MAX
 from ..model._frozen import stored_init
@@ -224,7 +225,14 @@ class Slice1OperatorDesc(SliceWindow):
         """SLICE1 with a window reaching exactly its output (``reaching_window``)."""
         offsets, sizes, strides = (ints(v) for v in args[:3])
         if len(args) > 3 and args[3] is not None:
-            offsets, sizes = reaching_window(offsets, sizes, strides, ints(args[3]))
+            counts = ints(args[3])
+            # (the call was validated; on symbolic counts, under torch.compile's dynamic shapes, this truth
+            # value is a guard: a later count out of the window's reach traces the call again, and the
+            # validation of that trace raises the array API's error, not the derived window's)
+            if not all(1 <= n <= max_copied_elements(s, t) for n, s, t in zip(counts, sizes, strides)):
+                raise ValidationError(f"slice1: output_sizes must be in [1, 1 + (window_sizes - 1) // "
+                                      f"|window_strides|] per axis; got {list(counts)}")
+            offsets, sizes = reaching_window(offsets, sizes, strides, counts)
         return "slice1", (offsets, sizes, strides), None
 
     def call_args(self) -> tuple:

@@ -64,6 +64,8 @@ _MODE: contextvars.ContextVar = contextvars.ContextVar("opendml_torch_mode", def
 _mode_get = _MODE.get
 _is_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 _dispatch_modes = torch._C._len_torch_dispatch_stack
+# (torch.jit.trace's)
+_tracing, _set_tracing, _is_tracing = torch._C._get_tracing_state, torch._C._set_tracing_state, torch._C._is_tracing
 
 
 def _in_mode(mode, fn, *args):
@@ -95,8 +97,9 @@ def _no_stream(index):
 
 def _not_plain(x) -> bool:
     """The call cache's last routing check: a functorch wrapper, or any
-    tensor while a forward-AD level is open (its tangent must be seen)."""
-    return _fwad._current_level >= 0 or _is_functorch_wrapped(x)
+    tensor while a forward-AD level is open (its tangent must be seen) or
+    TorchScript traces (it must record the operator, not the result)."""
+    return _fwad._current_level >= 0 or _is_functorch_wrapped(x) or _is_tracing()
 
 
 calls.register_torch(torch.Tensor, torch.is_grad_enabled, _dispatch_modes, _not_plain,
@@ -249,7 +252,6 @@ def _recorder(route, name: str):
     return record
 
 
-_tracing = torch._C._get_tracing_state
 _transforms_active = torch._C._are_functorch_transforms_active
 
 
@@ -306,6 +308,8 @@ def through_op(x, call):
                 op, args, reshape = hit
                 return op(x if reshape is None else x.reshape(reshape), *args)
         call.describe_arrays([dtype], [x.shape])       # (validated: the array API's errors)
+    else:
+        _validate_hinted(x, call)
     name, lists, reshape = _operator(call.name).framework_call(shape, call.args, _ints)
     op, args = bind_op(ops, name, lists)
     if memo is not None:
@@ -313,6 +317,17 @@ def through_op(x, call):
             _ROUTES.clear()
         _ROUTES[memo] = op, args, reshape
     return op(x if reshape is None else x.reshape(reshape), *args)
+
+
+def _validate_hinted(x, call) -> None:
+    """A call on symbolic sizes or arguments validated for their hints (their values in the call being
+    traced, read without a guard), so that bad values are the array API's error, not the framework form's."""
+    shape = [dynamic._hint(n) for n in x.shape]
+    args = [[dynamic._hint(n) for n in a] if _is_sequence(a) else dynamic._hint(a) if isinstance(a, torch.SymInt)
+            else a for a in call.args]
+    if None not in shape and all(a is not None or b is None for a, b in zip(args, call.args)) and \
+            all(None not in a for a in args if _is_sequence(a)):
+        _in_mode(_DESCRIBE, getattr(api, call.name), x.new_empty(shape), *args)
 
 
 def _ints(value, d: int = 0) -> list:
@@ -480,8 +495,15 @@ def _traced(arrays) -> bool:
 
 def traced_index(name: str, given: tuple, args: tuple) -> list | None:
     """An index function's traced call whose sizes are symbolic or that checks its indices, through
-    ``opendml::family`` (``dynamic``), or None: the index route (``opendml::move``, sizes fixed) takes it."""
-    return dynamic.traced_index(name, given, args) if _traced(given) else None
+    ``opendml::family`` (``dynamic``), or None: the index route (``opendml::move``, sizes fixed) takes it.
+    While TorchScript traces, a call autograd need not record: ``opendml::family``, which the trace records
+    (its implementation the function itself: the indices of every call checked, as eagerly)."""
+    if _traced(given):
+        return dynamic.traced_index(name, given, args)
+    if _tracing() is None or _fwad._current_level >= 0 or not all(type(x) in _PLAIN for x in given) or \
+            (torch.is_grad_enabled() and any(x.requires_grad for x in given)):
+        return None
+    return dynamic.jit_index(name, given, args)
 
 
 def run(call, arrays) -> list:
@@ -506,12 +528,28 @@ def run(call, arrays) -> list:
     wrapped = any(_is_functorch_wrapped(x) for x in arrays)
     record = wrapped or _fwad._current_level >= 0 or (torch.is_grad_enabled() and any(x.requires_grad
                                                                                       for x in arrays))
-    if not record and arrays[0].device.type == "cpu":
-        return kernel_move(call, None, arrays, since)
+    if not record:
+        tracing = _tracing()
+        if tracing is not None:       # TorchScript traces: it must record the operator, not the result
+            return _jit_traced(call, arrays, dtypes, tracing)
+        if arrays[0].device.type == "cpu":
+            return kernel_move(call, None, arrays, since)
     desc = call.describe_arrays(dtypes, [tuple(x.shape) for x in arrays])
     if record and (wrapped or engine.differentiable(desc)):
         return _autograd(call, arrays, desc, since, wrapped)
     return kernel_move(call, desc, arrays, since)
+
+
+def _jit_traced(call, arrays, dtypes, tracing) -> list:
+    """``call`` while TorchScript traces (``tracing``: its state), through ``opendml_cpp::move`` or
+    ``opendml::move``, which the trace records with the description: validated for the inputs' sizes as the
+    trace fixes them, read with the trace paused (traced, they are tensors, whose ``int`` it warns of)."""
+    _set_tracing(None)
+    try:
+        desc = call.describe_arrays(dtypes, [tuple(x.shape) for x in arrays])
+    finally:
+        _set_tracing(tracing)
+    return library.call_move(desc, arrays)
 
 
 class _MoveLinear(torch.autograd.Function):

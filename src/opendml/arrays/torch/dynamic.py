@@ -37,7 +37,7 @@ from .. import _dispatch, engine
 from .dtypes import device_error, numpy_dtype, torch_dtype
 from .library import define
 
-__all__ = ["traced", "traced_index", "text_of"]
+__all__ = ["traced", "traced_index", "jit_index", "text_of"]
 
 class _NoText(Exception):
     pass
@@ -217,6 +217,15 @@ def traced_index(name: str, given: tuple, args: tuple) -> list | None:
         return None
     # (not differentiable for these types: no gradient, as eagerly)
     return list(family_op([x if engine.differentiable(desc) else x.detach() for x in given], text))
+
+
+def jit_index(name: str, given: tuple, args: tuple) -> list | None:
+    """An index function's call on plain tensors of one device while TorchScript traces, through
+    ``opendml::family``; None where an argument has no text form."""
+    text = _text(name, args, False, False)
+    if text is None or any(x.device != given[0].device for x in given):
+        return None
+    return list(family_op(list(given), text))
 
 
 def _run(inputs, text):

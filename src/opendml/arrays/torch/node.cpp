@@ -827,7 +827,8 @@ int describe(PyObject* x, odml_torch_info* info) {
     info->requires_grad = t.requires_grad();
     info->grad_enabled = at::GradMode::is_enabled();
     info->dispatch_modes = c10::impl::TorchDispatchModeTLS::stack_len() != 0;
-    info->wrapped = !plain_keys(t) || !t.has_storage() || forward_level_open();
+    // (TorchScript tracing: the trace must record the operator, not the result)
+    info->wrapped = !plain_keys(t) || !t.has_storage() || forward_level_open() || torch::jit::tracer::isTracing();
     info->data_ptr = info->device >= -1 && t.has_storage() ? reinterpret_cast<uint64_t>(t.data_ptr()) : 0;
     info->pad_ = 0;
     return 0;

@@ -25,8 +25,9 @@ typedef struct {
     int32_t dispatch_modes;  /* torch._C._len_torch_dispatch_stack() != 0 */
     int32_t wrapped;         /* 1 unless x's dispatch keys are a plain dense tensor's of its device (normal or
                               * inference): functorch wrappers, negative or conjugate bits, subclass modes...;
-                              * also 1 for a tensor without storage, and while a forward-AD level is open
-                              * (its tangents must be seen) */
+                              * also 1 for a tensor without storage, while a forward-AD level is open
+                              * (its tangents must be seen) and while TorchScript traces (torch.jit.trace:
+                              * it must record the operator) */
     int32_t pad_;
     int64_t sizes[ODML_TORCH_API_RANK], strides[ODML_TORCH_API_RANK];
 } odml_torch_info;
