@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -548,3 +550,20 @@ def test_forward_ad_through_the_window_custom_operators_is_exact(name, fn, args,
     assert torch.equal(got_w, want) and got_p is None
     # (``opendml.torch.<name>_op`` is the operator's overload: ``library.define``'s, not a ``CustomOpDef``)
     assert op is adapter._CUSTOM[name] is getattr(torch.ops.opendml, name).default
+
+
+def test_compiled_status_names_the_operators_the_next_trace_takes(cpp):
+    """Can fail: in a fresh process whose node library was loaded (``wait_for_node``) before any trace,
+    ``compiled_status`` said the custom operators (the C++ ones are registered at the first trace), and the
+    next trace took ``opendml_cpp``."""
+    code = """if True:
+        import torch, opendml as dml, opendml.torch as t
+        with dml.configure(torch_node="wait"):
+            assert t.wait_for_node(), t.node_status()
+            print(t.compiled_status())
+            torch.compile(lambda x: dml.unfold(x, 3), backend="aot_eager")(torch.ones(1, 1, 4, 4))
+            print(t.compiled_route())
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[:2] == ["C++ dispatcher operators (opendml_cpp::)", "opendml_cpp"], out.stdout

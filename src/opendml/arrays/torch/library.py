@@ -191,7 +191,10 @@ def cpp_op(name: str):
 
 
 def compiled_status() -> str:
-    """Which operators a traced call (``torch.compile``) takes, and why."""
+    """Which operators a traced call (``torch.compile``) takes now, and why: with the node library loaded,
+    its C++ operators are registered here as the next trace would (no build is started)."""
+    if CPP["ops"] is None and _node._state["module"] is not None:
+        operators()
     if CPP["ops"] is not None and config().torch_node != "off":
         return f"C++ dispatcher operators ({CPP_NAMESPACE}::)"
     why = CPP["failed"] or _node.status()
