@@ -286,8 +286,9 @@ def _check_input(function: str, x, argument: str, slot: str | None) -> None:
     if 0 in shape:
         raise ValidationError(f"{function}: {argument} must have no dimension of size 0 (DirectML's tensor sizes "
                               f"are >= 1); got shape {shape}")
-    raise ValidationError(f"{function}: {argument} must have at most {UINT32_MAX} elements (DirectML's tensor "
-                          f"element count is a UINT32); got {math.prod(shape)} (shape {shape})")
+    if math.prod(shape) > UINT32_MAX:
+        raise ValidationError(f"{function}: {argument} must have at most {UINT32_MAX} elements (DirectML's tensor "
+                              f"element count is a UINT32); got {math.prod(shape)} (shape {shape})")
 
 
 def _sizes_off(x) -> bool:
@@ -299,9 +300,11 @@ def _sizes_off(x) -> bool:
         n = x.size                        # NumPy, CuPy, JAX: the element count (PyTorch: a method)
         if type(n) is not int:
             n = math.prod(x.shape)
-        return n == 0 or n > UINT32_MAX or n != n
     except Exception:  # noqa: BLE001 - a shape that cannot be read: checked in full (READABLE names it)
         return True
+    if getattr(n, "ndim", None) == 0:     # sizes torch.jit.trace records (0-d tensors): no truth value read
+        return False                      # here (a TracerWarning); the route checks them, the trace paused
+    return n == 0 or n > UINT32_MAX or n != n
 
 
 def check_others(function: str, **arrays) -> None:
