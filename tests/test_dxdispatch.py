@@ -796,3 +796,22 @@ def test_a_parsed_model_holding_an_array_for_strides_is_a_model_error(strides):
     model["dispatchables"]["slice-contiguous"]["desc"]["InputTensor"]["Strides"] = strides
     with pytest.raises(dml.ValidationError, match=r"InputTensor\.Strides"):
         dxdispatch.run(model, out=io.StringIO())
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda tmp: dxdispatch.model_limit(None), "max_bytes must be an int (bytes); got NoneType"),
+    (lambda tmp: dxdispatch.model_limit(True), "max_bytes must be an int (bytes); got bool"),
+    (lambda tmp: dxdispatch.loads(None), "dxdispatch.loads: text must be str, bytes or bytearray; got NoneType"),
+    (lambda tmp: dxdispatch.check_output_dir(None, ["a"]), "the output folder must be a str or os.PathLike; got "
+     "NoneType"),
+    (lambda tmp: dxdispatch.format_resource("r", "x"), "format_resource: values must be an array of numbers; got "
+     "<U1 elements"),
+    (lambda tmp: dxdispatch.write_resources("x", tmp), "write_resources: results must be a mapping of names to "
+     "arrays; got str"),
+])
+def test_helpers_given_a_wrong_type_raise_a_type_error_naming_the_argument(tmp_path, call, message):
+    """Can fail: these raised Python's own errors from inside (``//`` of None, ``int('x')``, ``'str' object has
+    no attribute 'items'``) rather than naming the argument."""
+    with pytest.raises(TypeError) as info:
+        call(tmp_path)
+    assert str(info.value) == message

@@ -206,6 +206,8 @@ def text_limit(max_bytes: int) -> int:
     under a memory limit of ``max_bytes``: a sixteenth of it (parsed JSON takes
     up to about 16 bytes of memory per byte of text: a list of numbers becomes
     Python objects), at least 1 MiB."""
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int):
+        raise TypeError(f"max_bytes must be an int (bytes); got {type(max_bytes).__name__}")
     return max(max_bytes // 16, 1 << 20)
 
 

@@ -8,6 +8,7 @@ import math
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -73,6 +74,8 @@ def format_resource(name: str, values: np.ndarray, verbose: bool = False) -> str
     numbers (DxDispatch's stream prints them as characters). (A model's
     ``print`` writes the same text to its stream piece by piece.)"""
     values = np.asarray(values).reshape(-1)
+    if values.dtype.kind not in "biuf":
+        raise TypeError(f"format_resource: values must be an array of numbers; got {values.dtype} elements")
     pieces = ((lo, values[lo:lo + PRINT_ELEMENTS]) for lo in range(0, values.size, PRINT_ELEMENTS))
     return "".join(_resource_text(name, pieces, values.size, values.dtype, verbose))
 
@@ -211,6 +214,8 @@ def check_output_dir(directory: str | os.PathLike, names) -> str:
     that exists can be written (a temporary folder is made in it and
     removed), and every name makes a file name. Returns the folder's
     absolute path."""
+    if not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(f"the output folder must be a str or os.PathLike; got {type(directory).__name__}")
     directory = os.path.abspath(os.fspath(directory))
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise ModelError(f"--output-dir {directory}: exists and is not a folder")
@@ -233,6 +238,9 @@ def write_resources(results: dict[str, np.ndarray], directory: str | os.PathLike
     """Write every array of ``results`` as ``DIRECTORY/NAME.npy``, all or none:
     the files are written into a temporary folder first, then moved (a new
     ``DIRECTORY`` is the temporary folder renamed). Returns the paths."""
+    if not isinstance(results, Mapping):
+        raise TypeError(f"write_resources: results must be a mapping of names to arrays; got "
+                        f"{type(results).__name__}")
     directory = check_output_dir(directory, results)
     fresh = not os.path.isdir(directory)
     tmp = None

@@ -72,7 +72,10 @@ def loads(text: str) -> dict:
     long to read, nesting deeper than ``jsonform.MAX_DEPTH``, the literals
     ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON; a model writes
     ``"nan"``, ``"inf"``, ``"-inf"``) and numbers too big for a double
-    (``1e400``) are ``ModelError``s, as DxDispatch's parser refuses them."""
+    (``1e400``) are ``ModelError``s, as DxDispatch's parser refuses them;
+    ``text`` that is not ``str``, ``bytes`` or ``bytearray`` a ``TypeError``."""
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise TypeError(f"dxdispatch.loads: text must be str, bytes or bytearray; got {type(text).__name__}")
     return parse_object(text, "a model", ModelError,
                         f"malformed JSON: arrays and objects nest more than {MAX_DEPTH} levels deep",
                         parse_int=lambda text: parse_int(text, ModelError), parse_float=_parse_float, parse_constant=_no_constant,
