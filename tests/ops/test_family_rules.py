@@ -189,3 +189,24 @@ def test_split_sizes_are_ints_as_the_other_fields_read_them(sizes):
     for bad in ([True, 3], [1.0, 3], [np.array(1.0), 3], [np.array([1]), 3]):
         with pytest.raises(dml.ValidationError, match=r"OutputTensors\[0\]\.Sizes\[2\] must be an int >= 1"):
             dml.split(x, 2, bad)
+
+
+@pytest.mark.parametrize("name, call, scalar", [
+    ("tile", lambda x, n: dml.tile(x, n), 2),
+    ("pad", lambda x, n: dml.pad(x, n, n), 1),
+    ("unfold", lambda x, n: dml.unfold(x.reshape(1, 1, 4, 6), n), 2),
+    ("fold", lambda x, n: dml.fold(x.reshape(1, 4, 6), [3, 4], n), 2),
+])
+def test_a_0d_integer_array_in_place_of_a_sequence_is_the_int(name, call, scalar):
+    # an int given for a whole sequence argument applies to each axis (tile: numpy.tile's rule); a 0-d integer
+    # array was refused there ("must be a sequence of integers; got the scalar 2") though every entry of a list
+    # may be one
+    torch = pytest.importorskip("torch")
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    want = call(x, scalar).tobytes()
+    for n in (np.array(scalar), np.array(scalar, np.uint8), torch.tensor(scalar), np.int16(scalar)):
+        for _ in range(3):                      # the first call and the call cache's repeats
+            assert call(x, n).tobytes() == want, (name, n)
+    for bad in (np.array(float(scalar)), np.array(True), True):
+        with pytest.raises(dml.ValidationError, match="must be a sequence of integers"):
+            call(x, bad)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import operator
 import re
 from collections.abc import Callable
 from typing import Any
@@ -416,12 +417,25 @@ class Binding:
     members: tuple = ()
 
 
+def scalar_int(value) -> int | None:
+    """``value`` as an int where an int is given in place of a sequence: a
+    Python or NumPy integer (not a bool), or a 0-d array whose entry
+    ``as_int`` reads as one (NumPy, PyTorch...); else None."""
+    if isinstance(value, (int, np.integer)):
+        return None if isinstance(value, bool) else int(value)
+    if getattr(value, "ndim", None) == 0:
+        try:
+            return operator.index(value)
+        except TypeError:
+            return None
+    return None
+
+
 def spread(value, rank: int):
     """An int applies to each of ``rank`` axes; anything else goes to the
     description as given (which names what is wrong with it)."""
-    if type(value) is int or isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return (int(value),) * rank
-    return value
+    n = value if type(value) is int else scalar_int(value)
+    return value if n is None else (n,) * rank
 
 
 def per_axis(value, d: int):

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
 from ..model._checks import UINT32_MAX
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
 from ._common import FLOAT16_32, TYPES_2_1, support
 from ._common import T as _T
 from ._move import MoveOperatorDesc
-from ._spec import Binding, Field
+from ._spec import Binding, Field, scalar_int
 
 _TILE_4_1 = TYPES_2_1 | {_T.INT64, _T.UINT64}
 
@@ -29,8 +27,9 @@ def numpy_repeats(value, rank: int):
     shorter than the rank, has ones prepended (an int ``r`` is ``(1, ...,
     1, r)``: only the last axis repeats); anything else goes to the
     description as given."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return (1,) * (rank - 1) + (int(value),)
+    n = scalar_int(value)
+    if n is not None:
+        return (1,) * (rank - 1) + (n,)
     if isinstance(value, tuple) and len(value) < rank:
         return (1,) * (rank - len(value)) + value
     return value
