@@ -230,10 +230,11 @@ def test_lowered_examples_through_the_plan_reference(name):
 
 
 @pytest.mark.parametrize("field", [1, 2])
-@pytest.mark.parametrize("zero_d", [np.array(4), np.array(2.0, np.float32)])
+@pytest.mark.parametrize("zero_d", [np.array(4.0), np.array(2.0, np.float32)])
 def test_a_0d_array_for_output_or_window_sizes_is_a_validation_error(field, zero_d):
     # a 0-d array has __len__ but no length: a bare TypeError before, and the
-    # repeated call (the call cache) gives the same error
+    # repeated call (the call cache) gives the same error (a 0-d integer array
+    # is the int: test_family_rules)
     args = [np.ones((2, 12, 9), np.float32), [4, 4], [2, 2]]
     args[field] = zero_d
     for _ in range(3):

@@ -300,11 +300,11 @@ def _sizes_off(x) -> bool:
         n = x.size                        # NumPy, CuPy, JAX: the element count (PyTorch: a method)
         if type(n) is not int:
             n = math.prod(x.shape)
-    except Exception:  # noqa: BLE001 - a shape that cannot be read: checked in full (READABLE names it)
+            if getattr(n, "ndim", None) == 0:     # sizes torch.jit.trace records (0-d tensors): no truth value
+                return False                      # read here (a TracerWarning); the route checks them, paused
+        return n == 0 or n > UINT32_MAX or n != n
+    except Exception:  # noqa: BLE001 - a shape that cannot be read or compared: checked in full (READABLE names it)
         return True
-    if getattr(n, "ndim", None) == 0:     # sizes torch.jit.trace records (0-d tensors): no truth value read
-        return False                      # here (a TracerWarning); the route checks them, the trace paused
-    return n == 0 or n > UINT32_MAX or n != n
 
 
 def check_others(function: str, **arrays) -> None:
