@@ -26,6 +26,16 @@ def max_copied_elements(window_size: int, window_stride: int) -> int:
     return 1 + (window_size - 1) // abs(window_stride)
 
 
+def check_taken(operator: str, name: str, counts, sizes, strides) -> None:
+    """Tensor ``name``'s sizes ``counts`` in [1, ``max_copied_elements``] of the window per dimension, else the
+    ``ValidationError`` of ``operator``."""
+    for i, (n, s, t) in enumerate(zip(counts, sizes, strides)):
+        most = max_copied_elements(s, t)
+        if not 1 <= n <= most:
+            raise ValidationError(f"{operator}: {name}.Sizes[{i}] must be in [1, 1 + (InputWindowSizes[{i}] - 1) "
+                                  f"/ |InputWindowStrides[{i}]|] = [1, {most}]; got {n}")
+
+
 def reaching_window(offsets, sizes, strides, counts) -> tuple[list, list]:
     """(offsets, sizes) of the SLICE1 window that reaches exactly the first
     ``counts`` elements the window (offsets, sizes, strides) reaches along
@@ -100,10 +110,8 @@ class SliceWindow(AdjointByCall, FastPathDesc):
     def _check_taken(self) -> None:
         """The ``TAKEN`` tensor's sizes in [1, ``max_copied_elements``] per dimension."""
         name, attr = self.TAKEN
-        for i, (n, most) in enumerate(zip(getattr(self, attr).sizes, self.max_output_sizes)):
-            if not 1 <= n <= most:
-                raise self._err(f"{name}.Sizes[{i}] must be in [1, 1 + (InputWindowSizes[{i}] - 1) / "
-                                f"|InputWindowStrides[{i}]|] = [1, {most}]; got {n}")
+        check_taken(self.OPERATOR, name, getattr(self, attr).sizes, self.input_window_sizes,
+                    self.input_window_strides)
 
     @property
     def max_output_sizes(self) -> tuple[int, ...]:
@@ -226,12 +234,10 @@ class Slice1OperatorDesc(SliceWindow):
         offsets, sizes, strides = (ints(v) for v in args[:3])
         if len(args) > 3 and args[3] is not None:
             counts = ints(args[3])
-            # (the call was validated; on symbolic counts, under torch.compile's dynamic shapes, this truth
-            # value is a guard: a later count out of the window's reach traces the call again, and the
-            # validation of that trace raises the array API's error, not the derived window's)
-            if not all(1 <= n <= max_copied_elements(s, t) for n, s, t in zip(counts, sizes, strides)):
-                raise ValidationError(f"slice1: output_sizes must be in [1, 1 + (window_sizes - 1) // "
-                                      f"|window_strides|] per axis; got {list(counts)}")
+            # (the call was validated; on symbolic counts, under torch.compile's dynamic shapes, each truth
+            # value is a guard: a later count out of the window's reach traces the call again, whose
+            # validation raises the array API's error, not the derived window's)
+            check_taken("SLICE1", "OutputTensor", counts, sizes, strides)
             offsets, sizes = reaching_window(offsets, sizes, strides, counts)
         return "slice1", (offsets, sizes, strides), None
 
