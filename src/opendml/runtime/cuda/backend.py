@@ -53,12 +53,11 @@ from ...model.errors import UnsupportedError
 from ...plan import Gather, MovePlan, Scatter
 from ..cpu.backend import CpuBackend
 from . import launch as _launch
-# _NEW_KERNELS, add_new_kernel, check_alignment, new_kernels, relaunch: the adapters import them from here
-from .launch import (_NEW_KERNELS, Launch, _cupy, _driver, _fast_launch, _kernel,  # noqa: F401
-                     add_new_kernel, capture_relaxed, check_alignment, new_kernels, probe, relaunch)
+# check_alignment: the adapters import it from here
+from .launch import _NEW_KERNELS, Launch, _cupy, _kernel, capture_relaxed, check_alignment, probe  # noqa: F401
 from .steps import move_steps
 
-__all__ = ["CudaBackend", "MoveLaunch", "probe", "check_alignment", "add_new_kernel", "new_kernels", "relaunch"]
+__all__ = ["CudaBackend", "MoveLaunch", "probe", "check_alignment"]
 
 LAUNCH_CACHE = 1024  # cached launches kept per device
 ALIGNMENT = 16       # of Buffer storage (allocate)
@@ -87,9 +86,7 @@ class CudaBackend:
     def cache_info(self) -> dict:
         """{'launches', 'launch_via'}: cached launches of this device, and how
         launches are made."""
-        via = "cupy" if _launch.LAUNCH_VIA == "cupy" or _driver() is None else (
-            "native" if _launch.LAUNCH_VIA == "native" and _fast_launch() is not None else "driver")
-        return {"launches": len(self._launches), "launch_via": via}
+        return {"launches": len(self._launches), "launch_via": _launch.launch_route(_launch.LAUNCH_VIA)}
 
     # -- memory ----------------------------------------------------------------
 
