@@ -168,7 +168,7 @@ def kernel_passes(plan: MovePlan, fuse: bool | None = None) -> list[_Pass]:
                 dims.append([a + s + e, ss, ds, m, s if m else 0, a if m else 0])
             bits = fill_bits(value, dt_of[0]) if mode == 0 else 0
             return [_canonical(_Pass(False, 0, 0, dims, first.src_offset, 0, st_of[0], dt_of[0], None, bits))]
-    return [_KERNEL_PASS[type(q)](q, plan) for q in plan.passes if q.count]
+    return [(_fill_pass if type(q) is Fill else _copy_pass)(q, plan) for q in plan.passes if q.count]
 
 
 def _fill_pass(q: Fill, plan: MovePlan) -> _Pass:
@@ -184,8 +184,6 @@ def _copy_pass(q: Copy, plan: MovePlan) -> _Pass:
     return _canonical(_Pass(False, q.src, q.dst, dims, q.src_offset, q.dst_offset, plan.in_types[q.src],
                             plan.out_types[q.dst], q.scale_bias))
 
-
-_KERNEL_PASS = {Copy: _copy_pass, Fill: _fill_pass}
 
 
 def _magic(d: int) -> tuple[int, int]:
@@ -225,26 +223,11 @@ def move_params(k: _Pass) -> P.MoveParams:
     return q
 
 
-def _pad_row_pass(plan: MovePlan):
-    """``(fused pass, rows)`` where ``plan`` is a padding program that
-    ``move_pad`` runs (its fused pass's innermost dimension of stride 1 on
-    both sides and at least ``PAD_ROWS_MIN`` long), else None."""
-    if _pad_program(plan) is None:
-        return None
-    k, = kernel_passes(plan, True)            # (a padding program fuses into one pass)
-    if k.fill or k.st != k.dt or k.sb is not None or len(k.dims) >= P.MAX_MOVE_RANK:
-        return None
-    n, ss, ds = k.dims[-1][:3]
-    if ss != 1 or ds != 1 or n < PAD_ROWS_MIN or n >= 2**31 - 64 or k.dims[-1][5] >= 2**31:
-        return None
-    return k, k.count // n
-
-
 def _pad_words_ok(k: _Pass) -> bool:
-    """Whether ``move_padw`` takes the fused padding pass ``k`` (one of
-    ``_pad_row_pass``): the output contiguous (destination offset 0,
-    row-major strides), 32-bit indices with room for the grid's last words,
-    every size, map shift and map size below 2^30."""
+    """Whether ``move_padw`` takes the fused padding pass ``k`` (one that
+    ``move_pad`` takes: ``_pad_step``): the output contiguous (destination
+    offset 0, row-major strides), 32-bit indices with room for the grid's
+    last words, every size, map shift and map size below 2^30."""
     if k.dst_offset != 0:
         return False
     stride = 1
@@ -396,13 +379,19 @@ def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse=None, plai
 
 def _pad_step(plan: MovePlan, how: str, sms):
     """The one launch of a padding program (``FUSE_PAD`` "padr", "words" or
-    "rows"), or None where none of them takes it."""
-    pad = _pad_row_pass(plan)
-    if pad is None:
+    "rows"), or None where none of them takes it: ``move_pad`` takes the
+    program's fused pass where its innermost dimension has stride 1 on both
+    sides and is at least ``PAD_ROWS_MIN`` long, the others fewer."""
+    if _pad_program(plan) is None:
         return None
-    k, rows = pad
+    k, = kernel_passes(plan, True)            # (a padding program fuses into one pass)
+    if k.fill or k.st != k.dt or k.sb is not None or len(k.dims) >= P.MAX_MOVE_RANK:
+        return None
+    W, ss, ds = k.dims[-1][:3]
+    if ss != 1 or ds != 1 or W < PAD_ROWS_MIN or W >= 2**31 - 64 or k.dims[-1][5] >= 2**31:
+        return None
+    rows = k.count // W
     es = DataType(k.dt).size
-    W = k.dims[-1][0]
     nd = len(k.dims)
     if _pad_words_ok(k):
         if how == "padr" and W * es >= PADR_MIN_BYTES:

@@ -382,7 +382,7 @@ static int pad_words_ok(const kpass *k) {
     return count_of(k) + THREADS * 16 * 16 + 64 < LIM31;
 }
 
-/* _pad_step (with _pad_row_pass): 0 with L filled, 1 where none of the fused launches takes the program, -1 */
+/* _pad_step: 0 with L filled, 1 where none of the fused launches takes the program, -1 */
 static int pad_step(const odml_move_prog *g, const odml_move_cuda_conf *c, odml_move_launch *L) {
     kpass k;
     if (!pad_program(g)) return 1;
