@@ -1,13 +1,8 @@
 """CUDA backend: CuPy memory and the move program (``opendml.plan.MovePlan``)
-run by opendml's own kernels.
-
-Every plan is a ``MovePlan``: ``record_move`` (and ``prepare``)
-turn its passes into kernel launches through one table keyed by pass kind
-(``steps.PASS_STEPS``: Copy, Fill, Gather, Scatter, Windows, WindowSums,
-SliceScatter) and cache them per plan object and the addresses' alignment
-classes; ``launch.py`` compiles the kernels and queues the launches,
-``tuned.py`` plans the tuned UNFOLD, FOLD, SLICE_GRAD and strided-copy
-launches, ``steps.py`` the others.
+run by opendml's own kernels: ``record_move`` (and ``prepare``) caches a
+plan's launches per plan object and the addresses' alignment classes
+(``steps.py`` plans them, ``tuned.py`` the tuned passes', ``index.py`` the
+index-driven passes'; ``launch.py`` compiles the kernels and queues them).
 
 Launch path
     ``record_move(plan, src_ptrs, src_elements, dst_ptrs, dst_elements)``
@@ -28,9 +23,6 @@ Launch path
       CuPy's binding of it). Keep plan objects (the planner's cache does): an
       equal but new plan object builds a new cache entry (sharing the
       compiled kernels).
-    * Every address must be a multiple of its slot's element size; another
-      raises ``UnsupportedError`` naming the address before anything is
-      launched.
     * The launch is asynchronous and stream-ordered: the caller keeps the
       buffers alive until the stream has run it. The backend's device must be
       the current CUDA device of the calling thread; otherwise the launch is

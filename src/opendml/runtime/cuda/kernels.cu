@@ -7,13 +7,10 @@
 // tests/runtime/test_cuda.py), and with `--fmad=false` (FOLD's sums are plain
 // round-to-nearest additions; no multiply is ever fused into them).
 //
-// Every kernel takes (source words, destination words, parameter block): the
-// block is one of the structs of params.h (at most 608 bytes, far below the
-// 4 KiB of kernel arguments), passed BY VALUE as the kernel's third argument
-// (cuLaunchKernel copies it into the launch: no device memory, no upload, no
-// stream synchronisation, capturable into CUDA graphs) and read here by field
-// name through `p`, a pointer to the argument itself (__grid_constant__: no
-// local copy). Addresses are computed in 64-bit element offsets; only flat
+// Every kernel takes (source words, destination words, parameter block): one
+// of params.h's structs BY VALUE (launch.py says why), read here by field name
+// through `p`, a pointer to the argument itself (__grid_constant__: no local
+// copy). Addresses are computed in 64-bit element offsets; only flat
 // thread/work indices may be 32-bit (index type I), which the host picks when
 // the count fits.
 

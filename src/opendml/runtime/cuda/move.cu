@@ -230,7 +230,6 @@ ODML_HD u64 odml_scale_bias64(u64 x, u64 scale, u64 bias) {
 }
 
 ODML_HD int odml_is_float(int t) { return t == ODML_T_FLOAT32 || t == ODML_T_FLOAT16 || t == ODML_T_FLOAT64; }
-ODML_HD int odml_is_signed(int t) { return t == ODML_T_INT8 || t == ODML_T_INT16 || t == ODML_T_INT32 || t == ODML_T_INT64; }
 
 // An integer word (zero-extended bits of type t) as a signed 64-bit value
 // (sign-extended for the signed types): the source of integer conversions.

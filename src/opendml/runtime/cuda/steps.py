@@ -1,18 +1,13 @@
 """Launch planning of the move program on CUDA: which kernels run a
 ``MovePlan``, with which parameter blocks and grids (``move_steps``).
 
-Every pass kind has one entry in ``PASS_STEPS``, keyed by its class in
-``opendml.plan``: ``Copy`` and ``Fill`` become canonical kernel passes
-(``_Pass``: size-1 dimensions dropped, ordered by destination stride,
-neighbours merged) and go through the copy kernels below; ``Windows``,
-``WindowSums`` and ``SliceScatter`` keep their tuned launches (``tuned.py``);
-``Gather`` and ``Scatter`` (the index-driven passes) are launched by
-``index.py``: ``CudaBackend.record_move`` hands a plan holding them there, and
-``move_steps`` alone refuses them by name. A padding program
-(PADDING/PADDING1: ``MovePlan.pad``) runs as one fused launch. Plain copies
-take ``_plain_step``'s kernels; every conversion, map or scale/bias
-``move_vec`` (``move_cvt`` for contiguous one-dimensional conversions); fills
-``move_fill``.
+Every pass kind has one entry in ``PASS_STEPS``: ``Copy`` and ``Fill`` become
+canonical kernel passes (``_Pass``: size-1 dimensions dropped, ordered by
+destination stride, neighbours merged) launched by ``_pass_step``;
+``Windows``, ``WindowSums`` and ``SliceScatter`` keep their tuned launches
+(``tuned.py``); ``Gather`` and ``Scatter`` are ``index.py``'s. A padding
+program (PADDING/PADDING1: ``MovePlan.pad``) runs as one fused launch
+(``FUSE_PAD``).
 """
 from __future__ import annotations
 
