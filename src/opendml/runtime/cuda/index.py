@@ -300,14 +300,15 @@ def _stream(backend, ptr: int):
     return s
 
 
-def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs) -> "PassPlan":
+def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs, s=None) -> "PassPlan":
     """How one ``Gather``/``Scatter`` pass of ``plan`` runs for these
     addresses (each slot's first element's device address): its mode, its
     ``IndexParams`` (addresses not filled in), its kernels' names (the main
-    one first), the main one's shared memory, its word, its key slots. Pure
-    (no GPU): ``IndexPass`` compiles what it names, and the C mirror
+    one first), the main one's shared memory, its word, its key slots, set
+    on ``s`` (default: a new ``PassPlan``). Pure (no GPU): ``IndexPass``
+    compiles what it names, and the C mirror
     (``runtime/native/cuda_index_spec.c``) is tested against it."""
-    s = PassPlan()
+    s = PassPlan() if s is None else s
     scatter = type(p) is Scatter
     es = DataType(plan.out_types[p.dst]).size
     acc = scatter and bool(p.accumulate)
@@ -482,22 +483,21 @@ def one_kernel(mode: str, q, smem: int):
     return None
 
 
-class IndexPass:
-    """One ``Gather``/``Scatter`` pass's launches: ``(src_ptrs, dst_ptrs,
-    stream_ptr)`` queues them. ``via`` tells the C call cache
-    (``calls.put_move_cuda``) to record it through ``call_cache_step``."""
+class IndexPass(PassPlan):
+    """One ``Gather``/``Scatter`` pass's launches (its ``plan_pass``):
+    ``(src_ptrs, dst_ptrs, stream_ptr)`` queues them. ``via`` tells the C
+    call cache (``calls.put_move_cuda``) to record it through
+    ``call_cache_step``."""
 
-    blocks, via, smem, grid = 1, "index", 0, 0
+    via = "index"
 
     def __init__(self, backend, plan: MovePlan, p, src_ptrs, dst_ptrs):
-        s = plan_pass(plan, p, src_ptrs, dst_ptrs)
-        self.backend, self.pass_, self.scatter, self.names, self.main = backend, p, s.scatter, s.names, s.main
-        self.mode, self.slots, self.key_t, self.smem = s.mode, s.slots, s.key_t, s.smem
-        self.params, self.const, self.word = s.params, s.const, s.word
+        plan_pass(plan, p, src_ptrs, dst_ptrs, self)
+        self.backend, self.pass_ = backend, p
         with backend.device:
-            self.functions = {n: _kernel(backend.index, n).ptr for n in s.names}
+            self.functions = {n: _kernel(backend.index, n).ptr for n in self.names}
             if self.smem > 48 * 1024:                  # above the default: the kernel opts in
-                backend.cupy.cuda.driver.funcSetAttribute(self.functions[s.main], 8, self.smem)   # MAX_DYNAMIC_SHARED
+                backend.cupy.cuda.driver.funcSetAttribute(self.functions[self.main], 8, self.smem)  # MAX_DYNAMIC_SHARED
 
     def call_cache_step(self, checked: bool = False):
         """This pass as the C call cache records it (``calls.put_move_cuda``):

@@ -1,16 +1,12 @@
-/* odml_index_cuda (newshape.h): the CUDA launch of one index-driven pass (plan.Gather, plan.Scatter) in C, so
- * that a never-seen shape of an index function on PyTorch CUDA tensors or CuPy arrays is lowered, allocated and
- * launched in one C call (newshape_index.c).
+/* odml_index_cuda (newshape.h, which says the passes it declines): the CUDA launch of one index-driven pass
+ * (plan.Gather, plan.Scatter) in C, so that a never-seen shape of an index function on PyTorch CUDA tensors or
+ * CuPy arrays is lowered, allocated and launched in one C call (newshape_index.c).
  *
  * It is runtime/cuda/index.py's plan_pass, decision for decision (each function names the one it mirrors), for
- * the modes that launch one kernel and need no scratch: gathers ("direct", "tile", "pieces", "rows", "row",
- * positions), scatters of a constant or of one source block ("direct": ONE_HOT's) and overwriting scatters whose
- * positions fall in groups ("group": scatter_elements along an axis) or, with an owner table, any other ("owner":
- * two launches sharing a zeroed table of 32-bit slots the caller allocates); the same kernel names, IndexParams
- * bytes, grid and shared memory (for the pass with the strides no element reaches set to 0), for index.py's
- * settings as its c_settings() passes them. tests/runtime/test_cuda_index_spec.py compares the two on random
- * index calls (no GPU needed). The modes that sort ("sort"), accumulating or last-only passes, and a grid of 2^31
- * blocks or more answer -1: the Python route plans them. */
+ * every mode but "sort": the same kernel names, IndexParams bytes, grid and shared memory (for the pass with the
+ * strides no element reaches set to 0), for index.py's settings as its c_settings() passes them (the "owner"
+ * mode's two launches share a zeroed table of 32-bit slots the caller allocates).
+ * tests/runtime/test_cuda_index_spec.py compares the two on random index calls (no GPU needed). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>

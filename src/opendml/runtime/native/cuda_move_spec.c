@@ -2,13 +2,12 @@
  * odml_move_lower gives), in C, so that a never-seen shape on PyTorch CUDA tensors or CuPy arrays is
  * lowered, allocated and launched in one C call (calls_move_new.c).
  *
- * It is runtime/cuda/steps.py's move_steps, decision for decision (each function names the one it mirrors): the
- * canonical kernel pass, the fused padding launch (move_padr, move_padw, move_pad), plain copies (move_wcopy,
- * strided_copy through cuda_spec.c's copy launch, move_transpose, move_tile), fills (move_fill), conversions and
- * scale/bias (move_cvt, move_vec); the same kernel names, parameter bytes, grids and shared memory, for steps.py's
- * settings as its c_settings() passes them. tests/runtime/test_cuda_move_spec.py compares the two on random family
- * calls, layouts, dtypes, pointer alignments and settings (no GPU needed). Where a grid would reach 2^31 blocks, a
- * product leave 64 bits or a rank pass the parameter block's, -1: the Python route then plans the call. */
+ * It is runtime/cuda/steps.py's move_steps, decision for decision (each function names the one it mirrors; strided
+ * copies through cuda_spec.c's copy launch): the same kernel names, parameter bytes, grids and shared memory, for
+ * steps.py's settings as its c_settings() passes them. tests/runtime/test_cuda_move_spec.py compares the two on
+ * random family calls, layouts, dtypes, pointer alignments and settings (no GPU needed). Where a grid would reach
+ * 2^31 blocks, a product leave 64 bits or a rank pass the parameter block's, -1: the Python route then plans the
+ * call. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
