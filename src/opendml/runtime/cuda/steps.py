@@ -31,17 +31,13 @@ from .tuned import _copy_launch, _fold_launch, _scatter_launch, _unfold_launch, 
 #: "strided_copy" / "move" force one (benchmarks, tests).
 MOVE_PLAIN_VIA = "auto"
 #: How a padding program (PADDING/PADDING1's interior copy and border slabs)
-#: runs. "padr": one ``move_padr`` launch, a warp per output row, the row's
-#: source offset computed once, aligned 16-byte stores of the interior words
-#: (realigned from 16-byte source loads) and the row's ends element by element,
-#: every load before the stores (``PAD_ROWS``), where the output is
-#: contiguous and its rows at least ``PADR_MIN_BYTES`` long, else as "words".
-#: "words": one ``move_padw`` launch over the whole flat output, a thread per
-#: aligned 16-byte output word (``PAD_WORDS``), where the output is
-#: contiguous, else as "rows". "rows": one ``move_pad`` launch, a warp per
-#: output row, where the output's innermost dimension is contiguous on both
-#: sides and at least ``PAD_ROWS_MIN`` elements long, else pass by pass.
-#: True: one ``move_vec`` pass over the whole output with per-axis maps.
+#: runs (layout.cu describes the kernels). "padr": one ``move_padr`` launch
+#: (``PAD_ROWS``) where the output is contiguous and its rows at least
+#: ``PADR_MIN_BYTES`` long, else as "words". "words": one ``move_padw``
+#: launch (``PAD_WORDS``) where the output is contiguous, else as "rows".
+#: "rows": one ``move_pad`` launch where the output's innermost dimension is
+#: contiguous on both sides and at least ``PAD_ROWS_MIN`` elements long, else
+#: pass by pass. True: one ``move_vec`` pass over the whole output with per-axis maps.
 #: False: pass by pass. The measurements behind this and every setting below
 #: (the fastest measured on an H100 and an H200): benchmarks/RESULTS.md.
 FUSE_PAD = "padr"
