@@ -251,9 +251,7 @@ static int plain_step(const kpass *k, const slots *s, odml_move_launch *L) {
             int nb = 0, nr = 0;
             for (int i = 0; i < (int)wp->rank; i++) nr += wp->in_strides[i] == 0 && wp->sizes[i] > 1;
             const int take = nr <= c->word_repeat[0] && nr <= 2 && c->word_repeat[1] > 0;
-            kpass wk = *k;
-            wk.src_offset = wk.dst_offset = 0;
-            wk.sb = 0;
+            kpass wk = *k;                    /* (plain: no map, no scale/bias; its offsets set below) */
             wk.bits = 0;
             nr = 0;
             for (int i = 0; i < (int)wp->rank; i++) {
