@@ -8,10 +8,9 @@
 //
 // Kernels (each takes (source words, destination words, odml_move_params BY
 // VALUE), as every opendml kernel does; one launch per pass of the program):
-//   move_fill<D, NDIM, I, ITEMS>                 dst[o] = fill word
-//   move_vec, move_tile                          vectorised copies/conversions, small transposes
-//   move_pad, move_padw                          a padding program in one pass (rows / 16-byte words)
-//   move_cvt                                     a contiguous conversion, U runs a thread
+// move_fill (dst[o] = fill word), move_vec (vectorised copies, conversions,
+// maps), move_wcopy (16-byte word copies), move_cvt (a contiguous conversion,
+// U runs a thread); layout.cu's the transposes and padding programs.
 // Threads walk the destination in memory order (dimensions are ordered by
 // destination stride by the host), ITEMS elements per thread, all loads issued
 // before the first store. Destination coordinates come from the flat index by

@@ -176,7 +176,6 @@ def _copy_pass(q: Copy, plan: MovePlan) -> _Pass:
                             plan.out_types[q.dst], q.scale_bias))
 
 
-
 def _magic(d: int) -> tuple[int, int]:
     """(multiplier, shift) of the 32-bit multiply-shift division by d
     (q = (umulhi(n, m) + n) >> s, exact for n < 2^31)."""
