@@ -1,8 +1,7 @@
 """CUDA backend: CuPy memory and the move program (``opendml.plan.MovePlan``)
-run by opendml's own kernels: ``record_move`` (and ``prepare``) caches a
-plan's launches per plan object and the addresses' alignment classes
-(``steps.py`` plans them, ``tuned.py`` the tuned passes', ``index.py`` the
-index-driven passes'; ``launch.py`` compiles the kernels and queues them).
+run by opendml's own kernels (``steps.py`` plans the launches, ``tuned.py``
+the tuned passes', ``index.py`` the index-driven passes'; ``launch.py``
+compiles the kernels and queues them).
 
 Launch path
     ``record_move(plan, src_ptrs, src_elements, dst_ptrs, dst_elements)``
@@ -18,10 +17,9 @@ Launch path
     * Everything derived from the plan (kernel choice, word widening,
       compiled function, parameter blocks, grids) is cached per (plan
       object, addresses mod 16, element counts); a repeated call costs one
-      dictionary lookup and one ``cuLaunchKernel`` per kernel (from
-      opendml's C extension, else through ctypes on the driver library, else
-      CuPy's binding of it). Keep plan objects (the planner's cache does): an
-      equal but new plan object builds a new cache entry (sharing the
+      dictionary lookup and one ``cuLaunchKernel`` per kernel
+      (``launch.LAUNCH_VIA``). Keep plan objects (the planner's cache does):
+      an equal but new plan object builds a new cache entry (sharing the
       compiled kernels).
     * The launch is asynchronous and stream-ordered: the caller keeps the
       buffers alive until the stream has run it. The backend's device must be
