@@ -1,7 +1,7 @@
 // opendml CUDA kernels: the strided copy (SLICE, SLICE1), the windowed gather
 // with zero fill (UNFOLD), FOLD's windowed sum computed as a gather, and
 // SLICE_GRAD's scatter into zeros. Compiled at run time by NVRTC through CuPy
-// (backend.py), one specialisation per template arguments, with
+// (launch.py), one specialisation per template arguments, with
 // `-I<runtime dir>` so that `params.h` is found; the same file compiles with
 // plain nvcc (`-I<runtime dir> -DOPENDML_INSTANTIATE`, the syntax check in
 // tests/runtime/test_cuda.py), and with `--fmad=false` (FOLD's sums are plain

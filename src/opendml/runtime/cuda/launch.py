@@ -146,9 +146,10 @@ _CU_ERROR_CONTEXT_IS_DESTROYED = 709
 
 @functools.cache
 def _driver():
-    """(cuLaunchKernel, cuGetErrorName) from the CUDA driver library through
-    ctypes, or None where it cannot be loaded. cuLaunchKernel is called with
-    ready-made ctypes objects and no argtypes (no per-call conversion)."""
+    """(cuLaunchKernel, cuGetErrorName, cuThreadExchangeStreamCaptureMode or
+    None) from the CUDA driver library through ctypes, or None where it cannot
+    be loaded. cuLaunchKernel is called with ready-made ctypes objects and no
+    argtypes (no per-call conversion)."""
     names = ["nvcuda.dll"] if sys.platform == "win32" else ["libcuda.so.1", "libcuda.so"]
     for name in names:
         try:

@@ -1,5 +1,5 @@
 // opendml CUDA kernels of the move program (plan.MovePlan: the data-movement
-// family). Compiled at run time by NVRTC through CuPy (backend.py, one
+// family). Compiled at run time by NVRTC through CuPy (launch.py, one
 // specialisation per template arguments, `-I<runtime dir>` for params.h,
 // `--fmad=false`); `nvcc -I<runtime dir> -DOPENDML_INSTANTIATE -c` checks the
 // syntax on machines without a GPU; `g++ -x c++ -DODML_MOVE_HOST` builds the
