@@ -9,12 +9,11 @@ C structs of ``runtime/params.h`` (NVRTC gets ``-I<runtime dir>``), filled
 through its ctypes mirror in ``opendml.runtime.params`` and passed BY VALUE
 (``cuLaunchKernel`` copies its bytes, at most ``MAX_PARAM_BYTES``): a launch
 allocates no device memory, makes no upload and can be captured into a CUDA
-graph. ``--fmad=false``: FOLD's sums are plain round-to-nearest additions
-(float32 sums are written as PTX ``add.rn.f32``, which keeps subnormals
-despite CuPy's ``-ftz=true``). A first launch (compiling or loading its
-kernel) runs with the thread's stream-capture mode relaxed; launch errors
-raise ``RuntimeError`` naming the kernel and the driver's error. CuPy is
-imported here only, i.e. only when a CUDA device is asked for.
+graph. ``--fmad=false``: no multiply is fused into FOLD's sums (kernels.cu).
+A first launch (compiling or loading its kernel) runs with the thread's
+stream-capture mode relaxed; launch errors raise ``RuntimeError`` naming the
+kernel and the driver's error. CuPy is imported here only, i.e. only when a
+CUDA device is asked for.
 """
 from __future__ import annotations
 
