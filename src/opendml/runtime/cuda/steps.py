@@ -478,9 +478,8 @@ def _index_step(q, slots):
                            f"runtime/cuda/index.py (CudaBackend.record_move), not by move_steps")
 
 
-#: The launch of each pass kind: ``PASS_STEPS[type(q)](q, slots)`` gives
-#: (name, parameter block, grid, shared memory bytes, source slot or -1,
-#: destination slot). Gather and Scatter: ``record_move`` hands plans with them to ``index.py``.
+#: The launch of each pass kind: ``PASS_STEPS[type(q)](q, slots)`` gives one
+#: of ``move_steps``'s. Gather and Scatter: ``record_move`` hands plans with them to ``index.py``.
 PASS_STEPS = {
     Copy: lambda q, s: _pass_step(_copy_pass(q, s.plan), s),
     Fill: lambda q, s: _pass_step(_fill_pass(q, s.plan), s),
