@@ -1,8 +1,8 @@
 """The kernels' parameter blocks, mirrored from ``params.h`` (one ctypes
 structure per C struct, fields in the same order). A backend fills one of these
-and hands its bytes to a kernel: ``bytes(p)`` for the C kernels, an uploaded
-copy for the CUDA kernels. ``tests/runtime/test_params.py`` parses the header
-and checks it against these declarations."""
+and hands its bytes to a kernel: ``bytes(p)`` for the C kernels, the structure
+by value for the CUDA kernels (``cuda/launch.py``). ``tests/runtime/test_params.py``
+parses the header and checks it against these declarations."""
 from __future__ import annotations
 
 import ctypes

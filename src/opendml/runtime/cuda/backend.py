@@ -1,13 +1,7 @@
 """CUDA backend: CuPy memory and the move program (``opendml.plan.MovePlan``)
-run by opendml's own kernels.
-
-Every plan is a ``MovePlan``: ``record_move`` (and ``prepare``)
-turn its passes into kernel launches through one table keyed by pass kind
-(``steps.PASS_STEPS``: Copy, Fill, Gather, Scatter, Windows, WindowSums,
-SliceScatter) and cache them per plan object and the addresses' alignment
-classes; ``launch.py`` compiles the kernels and queues the launches,
-``tuned.py`` plans the tuned UNFOLD, FOLD, SLICE_GRAD and strided-copy
-launches, ``steps.py`` the others.
+run by opendml's own kernels (``steps.py`` plans the launches, ``tuned.py``
+the tuned passes', ``index.py`` the index-driven passes'; ``launch.py``
+compiles the kernels and queues them).
 
 Launch path
     ``record_move(plan, src_ptrs, src_elements, dst_ptrs, dst_elements)``
@@ -23,14 +17,10 @@ Launch path
     * Everything derived from the plan (kernel choice, word widening,
       compiled function, parameter blocks, grids) is cached per (plan
       object, addresses mod 16, element counts); a repeated call costs one
-      dictionary lookup and one ``cuLaunchKernel`` per kernel (from
-      opendml's C extension, else through ctypes on the driver library, else
-      CuPy's binding of it). Keep plan objects (the planner's cache does): an
-      equal but new plan object builds a new cache entry (sharing the
+      dictionary lookup and one ``cuLaunchKernel`` per kernel
+      (``launch.LAUNCH_VIA``). Keep plan objects (the planner's cache does):
+      an equal but new plan object builds a new cache entry (sharing the
       compiled kernels).
-    * Every address must be a multiple of its slot's element size; another
-      raises ``UnsupportedError`` naming the address before anything is
-      launched.
     * The launch is asynchronous and stream-ordered: the caller keeps the
       buffers alive until the stream has run it. The backend's device must be
       the current CUDA device of the calling thread; otherwise the launch is
@@ -53,12 +43,11 @@ from ...model.errors import UnsupportedError
 from ...plan import Gather, MovePlan, Scatter
 from ..cpu.backend import CpuBackend
 from . import launch as _launch
-# _NEW_KERNELS, add_new_kernel, check_alignment, new_kernels, relaunch: the adapters import them from here
-from .launch import (_NEW_KERNELS, Launch, _cupy, _driver, _fast_launch, _kernel,  # noqa: F401
-                     add_new_kernel, capture_relaxed, check_alignment, new_kernels, probe, relaunch)
+# check_alignment: the adapters import it from here
+from .launch import _NEW_KERNELS, Launch, _cupy, _kernel, capture_relaxed, check_alignment, probe  # noqa: F401
 from .steps import move_steps
 
-__all__ = ["CudaBackend", "MoveLaunch", "probe", "check_alignment", "add_new_kernel", "new_kernels", "relaunch"]
+__all__ = ["CudaBackend", "MoveLaunch", "probe", "check_alignment"]
 
 LAUNCH_CACHE = 1024  # cached launches kept per device
 ALIGNMENT = 16       # of Buffer storage (allocate)
@@ -87,9 +76,7 @@ class CudaBackend:
     def cache_info(self) -> dict:
         """{'launches', 'launch_via'}: cached launches of this device, and how
         launches are made."""
-        via = "cupy" if _launch.LAUNCH_VIA == "cupy" or _driver() is None else (
-            "native" if _launch.LAUNCH_VIA == "native" and _fast_launch() is not None else "driver")
-        return {"launches": len(self._launches), "launch_via": via}
+        return {"launches": len(self._launches), "launch_via": _launch.launch_route(_launch.LAUNCH_VIA)}
 
     # -- memory ----------------------------------------------------------------
 

@@ -11,16 +11,11 @@
 // offsets and strides count words of W (the element, or a 2-16 byte run of
 // elements where the host widened the block). Each IndexAxis value becomes a
 // coordinate inside [0, bound) exactly as runtime/cpu/indexed/index.c does
-// (a negative value of a signed type counted from the end, then clamped, or
-// the position skipped; INDEX_REVERSE_LENGTH reverses the first min(L, bound)
-// coordinates), so no index value can move an access outside what the host
-// checked against the bound ranges. A checked axis (the array API's index
-// check: ix_axis.flag the address of a 4-byte flag in host-mapped memory)
-// stores 1 there for each value outside its dimension (the host zeroes the
-// flag before the launches and reads it after them; the reversal lengths
-// are never checked). The last checked launch of a call C serves also says
-// when every block has checked (ix_finish), so the host reads the flag
-// without waiting for the stream.
+// (ix_coordinate_of), so no index value can move an access outside what the
+// host checked against the bound ranges. A checked axis (the array API's
+// index check: ix_axis.flag) sets its flag for each value outside its
+// dimension (the reversal lengths are never checked): native/cuda_launch.c
+// describes the flags, ix_finish the end of a checked call.
 //
 //   ix_gather<W, I, ...>   dst block = src block at the indexed offset (or 0
 //                          where last_only and a later position reads it)

@@ -11,36 +11,30 @@ destinations could overlap) and moves one block of inner words at each
 Kernels are compiled per word size, index width and exact counts of outer
 dimensions, index axes and inner dimensions. ``plan_pass`` picks the mode:
 
-* gathers: ``ix_gather`` (``ix_gather_positions``, ``ix_gather_row``,
-  ``ix_reverse_*`` for element-wise ones: see ``_row``, ``_tile``, ``_pieces``,
-  ``_rows``); with ``last_only`` the positions' source blocks are keyed
-  (``ix_keys``) and stably sorted (CuPy's ``argsort``), and a position that is
-  not the last (row-major) of its run writes 0;
+* gathers: ``ix_gather`` (element-wise ones ``ix_gather_positions``,
+  ``ix_gather_row`` or ``ix_reverse_*``: ``_row``, ``_tile``, ``_pieces``,
+  ``_rows``); ``last_only``: source blocks keyed (``ix_keys``) and sorted, a
+  position not the last (row-major) of its run writing 0;
 * a scatter of a constant, or whose positions all read one source block
-  (ONE_HOT's on value), without accumulation: every position writes the same
-  bytes, in any order (``ix_scatter``);
-* an overwriting scatter: ``ix_scatter_group`` where ``_group`` applies; else
-  each destination block's owner is the last position reaching it (``ix_owner``:
-  an ``atomicMax`` into a zeroed slot array, the same result in any order),
-  then only owners write; where the slot array would be large
-  (``OWNER_SLOTS``) it sorts, as an accumulating one does;
-* an accumulating scatter: the positions sorted stably by destination block,
-  then a thread per run and inner word adds the run's values in row-major
-  order (``ix_apply``): the CPU kernel's order and roundings, the same bytes.
+  (ONE_HOT's on value), without accumulation: ``ix_scatter``, in any order;
+* an overwriting scatter: ``ix_scatter_group`` where ``_group`` applies, else
+  the owner pass (``ix_owner``, then ``ix_scatter`` where owners write) where
+  its slot array is small enough (``OWNER_SLOTS``), else it sorts;
+* an accumulating scatter sorts: ``ix_keys``, a stable sort by destination
+  block, ``ix_apply`` (the CPU kernel's order and roundings, the same bytes).
+
+index.cu's heading says what each kernel does.
 
 Scratch (slots, keys, order) comes from CuPy's allocator on the caller's
 stream: a launch that sorts allocates device memory (unlike the move
 program's) and cannot be captured into a CUDA graph.
 
 Every access stays inside the bound ranges whatever the index values: the
-kernels turn each value into a coordinate inside ``[0, bound)`` exactly as
-the CPU kernel does, and ``record_move`` checked each pass's reach over
-those coordinates against the bound element counts before anything runs.
-A value outside its dimension also sets the axis's flag where the axis has
-one (``IndexAxisParams.flag``): the C call cache patches a flag's address
-into a checked call's axes (``flag_offsets``) and reads it once the call's
-stream is done; the launches made here leave it 0 (the route checks the
-indices before it launches).
+kernels keep each coordinate inside ``[0, bound)`` (index.cu), and
+``record_move`` checked each pass's reach over those coordinates against the
+bound element counts before anything runs. The launches made here leave each
+axis's flag (``IndexAxisParams.flag``, ``flag_offsets``: the C call cache's
+checked calls) 0: the route checks the indices before it launches.
 """
 from __future__ import annotations
 
@@ -306,14 +300,15 @@ def _stream(backend, ptr: int):
     return s
 
 
-def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs) -> "PassPlan":
+def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs, s=None) -> "PassPlan":
     """How one ``Gather``/``Scatter`` pass of ``plan`` runs for these
     addresses (each slot's first element's device address): its mode, its
     ``IndexParams`` (addresses not filled in), its kernels' names (the main
-    one first), the main one's shared memory, its word, its key slots. Pure
-    (no GPU): ``IndexPass`` compiles what it names, and the C mirror
+    one first), the main one's shared memory, its word, its key slots, set
+    on ``s`` (default: a new ``PassPlan``). Pure (no GPU): ``IndexPass``
+    compiles what it names, and the C mirror
     (``runtime/native/cuda_index_spec.c``) is tested against it."""
-    s = PassPlan()
+    s = PassPlan() if s is None else s
     scatter = type(p) is Scatter
     es = DataType(plan.out_types[p.dst]).size
     acc = scatter and bool(p.accumulate)
@@ -488,22 +483,21 @@ def one_kernel(mode: str, q, smem: int):
     return None
 
 
-class IndexPass:
-    """One ``Gather``/``Scatter`` pass's launches: ``(src_ptrs, dst_ptrs,
-    stream_ptr)`` queues them. ``via`` tells the C call cache
-    (``calls.put_move_cuda``) to record it through ``call_cache_step``."""
+class IndexPass(PassPlan):
+    """One ``Gather``/``Scatter`` pass's launches (its ``plan_pass``):
+    ``(src_ptrs, dst_ptrs, stream_ptr)`` queues them. ``via`` tells the C
+    call cache (``calls.put_move_cuda``) to record it through
+    ``call_cache_step``."""
 
-    blocks, via, smem, grid = 1, "index", 0, 0
+    via = "index"
 
     def __init__(self, backend, plan: MovePlan, p, src_ptrs, dst_ptrs):
-        s = plan_pass(plan, p, src_ptrs, dst_ptrs)
-        self.backend, self.pass_, self.scatter, self.names, self.main = backend, p, s.scatter, s.names, s.main
-        self.mode, self.slots, self.key_t, self.smem = s.mode, s.slots, s.key_t, s.smem
-        self.params, self.const, self.word = s.params, s.const, s.word
+        plan_pass(plan, p, src_ptrs, dst_ptrs, self)
+        self.backend, self.pass_ = backend, p
         with backend.device:
-            self.functions = {n: _kernel(backend.index, n).ptr for n in s.names}
+            self.functions = {n: _kernel(backend.index, n).ptr for n in self.names}
             if self.smem > 48 * 1024:                  # above the default: the kernel opts in
-                backend.cupy.cuda.driver.funcSetAttribute(self.functions[s.main], 8, self.smem)   # MAX_DYNAMIC_SHARED
+                backend.cupy.cuda.driver.funcSetAttribute(self.functions[self.main], 8, self.smem)  # MAX_DYNAMIC_SHARED
 
     def call_cache_step(self, checked: bool = False):
         """This pass as the C call cache records it (``calls.put_move_cuda``):

@@ -1,19 +1,16 @@
 // opendml CUDA kernels: the strided copy (SLICE, SLICE1), the windowed gather
 // with zero fill (UNFOLD), FOLD's windowed sum computed as a gather, and
 // SLICE_GRAD's scatter into zeros. Compiled at run time by NVRTC through CuPy
-// (backend.py), one specialisation per template arguments, with
+// (launch.py), one specialisation per template arguments, with
 // `-I<runtime dir>` so that `params.h` is found; the same file compiles with
 // plain nvcc (`-I<runtime dir> -DOPENDML_INSTANTIATE`, the syntax check in
 // tests/runtime/test_cuda.py), and with `--fmad=false` (FOLD's sums are plain
 // round-to-nearest additions; no multiply is ever fused into them).
 //
-// Every kernel takes (source words, destination words, parameter block): the
-// block is one of the structs of params.h (at most 608 bytes, far below the
-// 4 KiB of kernel arguments), passed BY VALUE as the kernel's third argument
-// (cuLaunchKernel copies it into the launch: no device memory, no upload, no
-// stream synchronisation, capturable into CUDA graphs) and read here by field
-// name through `p`, a pointer to the argument itself (__grid_constant__: no
-// local copy). Addresses are computed in 64-bit element offsets; only flat
+// Every kernel takes (source words, destination words, parameter block): one
+// of params.h's structs BY VALUE (launch.py says why), read here by field name
+// through `p`, a pointer to the argument itself (__grid_constant__: no local
+// copy). Addresses are computed in 64-bit element offsets; only flat
 // thread/work indices may be 32-bit (index type I), which the host picks when
 // the count fits.
 

@@ -9,12 +9,11 @@ C structs of ``runtime/params.h`` (NVRTC gets ``-I<runtime dir>``), filled
 through its ctypes mirror in ``opendml.runtime.params`` and passed BY VALUE
 (``cuLaunchKernel`` copies its bytes, at most ``MAX_PARAM_BYTES``): a launch
 allocates no device memory, makes no upload and can be captured into a CUDA
-graph. ``--fmad=false``: FOLD's sums are plain round-to-nearest additions
-(float32 sums are written as PTX ``add.rn.f32``, which keeps subnormals
-despite CuPy's ``-ftz=true``). A first launch (compiling or loading its
-kernel) runs with the thread's stream-capture mode relaxed; launch errors
-raise ``RuntimeError`` naming the kernel and the driver's error. CuPy is
-imported here only, i.e. only when a CUDA device is asked for.
+graph. ``--fmad=false``: no multiply is fused into FOLD's sums (kernels.cu).
+A first launch (compiling or loading its kernel) runs with the thread's
+stream-capture mode relaxed; launch errors raise ``RuntimeError`` naming the
+kernel and the driver's error. CuPy is imported here only, i.e. only when a
+CUDA device is asked for.
 """
 from __future__ import annotations
 
@@ -146,9 +145,10 @@ _CU_ERROR_CONTEXT_IS_DESTROYED = 709
 
 @functools.cache
 def _driver():
-    """(cuLaunchKernel, cuGetErrorName) from the CUDA driver library through
-    ctypes, or None where it cannot be loaded. cuLaunchKernel is called with
-    ready-made ctypes objects and no argtypes (no per-call conversion)."""
+    """(cuLaunchKernel, cuGetErrorName, cuThreadExchangeStreamCaptureMode or
+    None) from the CUDA driver library through ctypes, or None where it cannot
+    be loaded. cuLaunchKernel is called with ready-made ctypes objects and no
+    argtypes (no per-call conversion)."""
     names = ["nvcuda.dll"] if sys.platform == "win32" else ["libcuda.so.1", "libcuda.so"]
     for name in names:
         try:
@@ -229,6 +229,13 @@ def _error_name(rc: int) -> str:
 LAUNCH_VIA = "native"
 
 
+def launch_route(via: str) -> str:
+    """The route a launch asked to go ``via`` takes here (see ``LAUNCH_VIA``)."""
+    if via not in ("native", "driver") or _driver() is None:
+        return "cupy"
+    return "native" if via == "native" and _fast_launch() is not None else "driver"
+
+
 class Launch:
     """One cached launch: a compiled kernel, its parameter block (a ctypes
     structure in host memory, owned here and passed by value: each
@@ -241,7 +248,7 @@ class Launch:
     "cupy" (``LAUNCH_VIA``, where available)."""
 
     __slots__ = ("name", "blocks", "smem", "function", "params", "plan", "backend", "_src", "_dst", "_argv",
-                 "_call", "_lock", "_via", "_fast", "function_ptr", "params_ptr", "via")
+                 "_call", "_lock", "_fast", "function_ptr", "params_ptr", "via")
     threads = THREADS                 # threads a CUDA block
 
     def __init__(self, backend, plan, name, kernel, params, blocks, smem, via):
@@ -250,14 +257,12 @@ class Launch:
         self.blocks, self.smem = blocks, smem
         self._lock = threading.Lock()
         self.function_ptr, self.params_ptr = kernel.ptr, ctypes.addressof(params)
-        drv = _driver() if via in ("native", "driver") else None
-        self._via = "cupy" if drv is None else "driver"
+        self.via = launch_route(via)
         # The same cuLaunchKernel from opendml's C extension: no per-call
         # argument conversion (native/cuda_launch.c); ctypes where it is absent.
         # The ctypes objects of the other routes are made on their first use
         # (_slow): a launch made for one new shape is usually never retried.
-        self._fast = _fast_launch() if drv is not None and via == "native" else None
-        self.via = "native" if self._fast is not None else self._via
+        self._fast = _fast_launch() if self.via == "native" else None
         self._call = self._argv = self._src = self._dst = None
 
     def _slow(self):
@@ -268,7 +273,7 @@ class Launch:
         its binding of it). Called with ``_lock`` held."""
         if self._argv is None:
             self._src, self._dst = ctypes.c_uint64(0), ctypes.c_uint64(0)
-            if self._via == "driver":
+            if self.via != "cupy":
                 u = ctypes.c_uint
                 self._call = functools.partial(_driver()[0], ctypes.c_void_p(self.function_ptr), u(self.blocks), u(1),
                                                u(1), u(THREADS), u(1), u(1), u(self.smem))
@@ -289,7 +294,7 @@ class Launch:
             if rc:
                 self._retry(rc, src_ptr, dst_ptr, _stream_arg(stream_ptr))
             return
-        if self._via == "cupy":             # CuPy's binding of cuLaunchKernel
+        if self.via == "cupy":              # CuPy's binding of cuLaunchKernel
             try:
                 self._driver_launch(src_ptr, dst_ptr, stream_ptr)
             except self.backend.cupy.cuda.driver.CUDADriverError as exc:

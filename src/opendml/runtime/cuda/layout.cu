@@ -4,7 +4,7 @@
 // program in one pass (move_pad: a warp per row; move_padw: a thread per
 // aligned 16-byte output word; move_padr: a warp per row, aligned 16-byte
 // stores). Built on move.cu (types, parameter access, index splitting and
-// maps), compiled as move.cu is (backend's launch.py: NVRTC with -I<this
+// maps), compiled as move.cu is (launch.py: NVRTC with -I<this
 // folder>; `nvcc -I<runtime dir> -I<this folder> -DOPENDML_INSTANTIATE -c`
 // checks the syntax on machines without a GPU).
 #define ODML_LAYOUT

@@ -1,5 +1,5 @@
 // opendml CUDA kernels of the move program (plan.MovePlan: the data-movement
-// family). Compiled at run time by NVRTC through CuPy (backend.py, one
+// family). Compiled at run time by NVRTC through CuPy (launch.py, one
 // specialisation per template arguments, `-I<runtime dir>` for params.h,
 // `--fmad=false`); `nvcc -I<runtime dir> -DOPENDML_INSTANTIATE -c` checks the
 // syntax on machines without a GPU; `g++ -x c++ -DODML_MOVE_HOST` builds the
@@ -8,10 +8,9 @@
 //
 // Kernels (each takes (source words, destination words, odml_move_params BY
 // VALUE), as every opendml kernel does; one launch per pass of the program):
-//   move_fill<D, NDIM, I, ITEMS>                 dst[o] = fill word
-//   move_vec, move_tile                          vectorised copies/conversions, small transposes
-//   move_pad, move_padw                          a padding program in one pass (rows / 16-byte words)
-//   move_cvt                                     a contiguous conversion, U runs a thread
+// move_fill (dst[o] = fill word), move_vec (vectorised copies, conversions,
+// maps), move_wcopy (16-byte word copies), move_cvt (a contiguous conversion,
+// U runs a thread); layout.cu's the transposes and padding programs.
 // Threads walk the destination in memory order (dimensions are ordered by
 // destination stride by the host), ITEMS elements per thread, all loads issued
 // before the first store. Destination coordinates come from the flat index by
@@ -230,7 +229,6 @@ ODML_HD u64 odml_scale_bias64(u64 x, u64 scale, u64 bias) {
 }
 
 ODML_HD int odml_is_float(int t) { return t == ODML_T_FLOAT32 || t == ODML_T_FLOAT16 || t == ODML_T_FLOAT64; }
-ODML_HD int odml_is_signed(int t) { return t == ODML_T_INT8 || t == ODML_T_INT16 || t == ODML_T_INT32 || t == ODML_T_INT64; }
 
 // An integer word (zero-extended bits of type t) as a signed 64-bit value
 // (sign-extended for the signed types): the source of integer conversions.

@@ -1,18 +1,13 @@
 """Launch planning of the move program on CUDA: which kernels run a
 ``MovePlan``, with which parameter blocks and grids (``move_steps``).
 
-Every pass kind has one entry in ``PASS_STEPS``, keyed by its class in
-``opendml.plan``: ``Copy`` and ``Fill`` become canonical kernel passes
-(``_Pass``: size-1 dimensions dropped, ordered by destination stride,
-neighbours merged) and go through the copy kernels below; ``Windows``,
-``WindowSums`` and ``SliceScatter`` keep their tuned launches (``tuned.py``);
-``Gather`` and ``Scatter`` (the index-driven passes) are launched by
-``index.py``: ``CudaBackend.record_move`` hands a plan holding them there, and
-``move_steps`` alone refuses them by name. A padding program
-(PADDING/PADDING1: ``MovePlan.pad``) runs as one fused launch. Plain copies
-take ``_plain_step``'s kernels; every conversion, map or scale/bias
-``move_vec`` (``move_cvt`` for contiguous one-dimensional conversions); fills
-``move_fill``.
+Every pass kind has one entry in ``PASS_STEPS``: ``Copy`` and ``Fill`` become
+canonical kernel passes (``_Pass``: size-1 dimensions dropped, ordered by
+destination stride, neighbours merged) launched by ``_pass_step``;
+``Windows``, ``WindowSums`` and ``SliceScatter`` keep their tuned launches
+(``tuned.py``); ``Gather`` and ``Scatter`` are ``index.py``'s. A padding
+program (PADDING/PADDING1: ``MovePlan.pad``) runs as one fused launch
+(``FUSE_PAD``).
 """
 from __future__ import annotations
 
@@ -36,17 +31,13 @@ from .tuned import _copy_launch, _fold_launch, _scatter_launch, _unfold_launch, 
 #: "strided_copy" / "move" force one (benchmarks, tests).
 MOVE_PLAIN_VIA = "auto"
 #: How a padding program (PADDING/PADDING1's interior copy and border slabs)
-#: runs. "padr": one ``move_padr`` launch, a warp per output row, the row's
-#: source offset computed once, aligned 16-byte stores of the interior words
-#: (realigned from 16-byte source loads) and the row's ends element by element,
-#: every load before the stores (``PAD_ROWS``), where the output is
-#: contiguous and its rows at least ``PADR_MIN_BYTES`` long, else as "words".
-#: "words": one ``move_padw`` launch over the whole flat output, a thread per
-#: aligned 16-byte output word (``PAD_WORDS``), where the output is
-#: contiguous, else as "rows". "rows": one ``move_pad`` launch, a warp per
-#: output row, where the output's innermost dimension is contiguous on both
-#: sides and at least ``PAD_ROWS_MIN`` elements long, else pass by pass.
-#: True: one ``move_vec`` pass over the whole output with per-axis maps.
+#: runs (layout.cu describes the kernels). "padr": one ``move_padr`` launch
+#: (``PAD_ROWS``) where the output is contiguous and its rows at least
+#: ``PADR_MIN_BYTES`` long, else as "words". "words": one ``move_padw``
+#: launch (``PAD_WORDS``) where the output is contiguous, else as "rows".
+#: "rows": one ``move_pad`` launch where the output's innermost dimension is
+#: contiguous on both sides and at least ``PAD_ROWS_MIN`` elements long, else
+#: pass by pass. True: one ``move_vec`` pass over the whole output with per-axis maps.
 #: False: pass by pass. The measurements behind this and every setting below
 #: (the fastest measured on an H100 and an H200): benchmarks/RESULTS.md.
 FUSE_PAD = "padr"
@@ -168,7 +159,7 @@ def kernel_passes(plan: MovePlan, fuse: bool | None = None) -> list[_Pass]:
                 dims.append([a + s + e, ss, ds, m, s if m else 0, a if m else 0])
             bits = fill_bits(value, dt_of[0]) if mode == 0 else 0
             return [_canonical(_Pass(False, 0, 0, dims, first.src_offset, 0, st_of[0], dt_of[0], None, bits))]
-    return [_KERNEL_PASS[type(q)](q, plan) for q in plan.passes if q.count]
+    return [(_fill_pass if type(q) is Fill else _copy_pass)(q, plan) for q in plan.passes if q.count]
 
 
 def _fill_pass(q: Fill, plan: MovePlan) -> _Pass:
@@ -183,9 +174,6 @@ def _copy_pass(q: Copy, plan: MovePlan) -> _Pass:
             for n, ss, ds, m in zip(q.sizes, q.src_strides, q.dst_strides, maps)]
     return _canonical(_Pass(False, q.src, q.dst, dims, q.src_offset, q.dst_offset, plan.in_types[q.src],
                             plan.out_types[q.dst], q.scale_bias))
-
-
-_KERNEL_PASS = {Copy: _copy_pass, Fill: _fill_pass}
 
 
 def _magic(d: int) -> tuple[int, int]:
@@ -225,26 +213,11 @@ def move_params(k: _Pass) -> P.MoveParams:
     return q
 
 
-def _pad_row_pass(plan: MovePlan):
-    """``(fused pass, rows)`` where ``plan`` is a padding program that
-    ``move_pad`` runs (its fused pass's innermost dimension of stride 1 on
-    both sides and at least ``PAD_ROWS_MIN`` long), else None."""
-    if _pad_program(plan) is None:
-        return None
-    k, = kernel_passes(plan, True)            # (a padding program fuses into one pass)
-    if k.fill or k.st != k.dt or k.sb is not None or len(k.dims) >= P.MAX_MOVE_RANK:
-        return None
-    n, ss, ds = k.dims[-1][:3]
-    if ss != 1 or ds != 1 or n < PAD_ROWS_MIN or n >= 2**31 - 64 or k.dims[-1][5] >= 2**31:
-        return None
-    return k, k.count // n
-
-
 def _pad_words_ok(k: _Pass) -> bool:
-    """Whether ``move_padw`` takes the fused padding pass ``k`` (one of
-    ``_pad_row_pass``): the output contiguous (destination offset 0,
-    row-major strides), 32-bit indices with room for the grid's last words,
-    every size, map shift and map size below 2^30."""
+    """Whether ``move_padw`` takes the fused padding pass ``k`` (one that
+    ``move_pad`` takes: ``_pad_step``): the output contiguous (destination
+    offset 0, row-major strides), 32-bit indices with room for the grid's
+    last words, every size, map shift and map size below 2^30."""
     if k.dst_offset != 0:
         return False
     stride = 1
@@ -396,13 +369,19 @@ def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse=None, plai
 
 def _pad_step(plan: MovePlan, how: str, sms):
     """The one launch of a padding program (``FUSE_PAD`` "padr", "words" or
-    "rows"), or None where none of them takes it."""
-    pad = _pad_row_pass(plan)
-    if pad is None:
+    "rows"), or None where none of them takes it: ``move_pad`` takes the
+    program's fused pass where its innermost dimension has stride 1 on both
+    sides and is at least ``PAD_ROWS_MIN`` long, the others fewer."""
+    if _pad_program(plan) is None:
         return None
-    k, rows = pad
+    k, = kernel_passes(plan, True)            # (a padding program fuses into one pass)
+    if k.fill or k.st != k.dt or k.sb is not None or len(k.dims) >= P.MAX_MOVE_RANK:
+        return None
+    W, ss, ds = k.dims[-1][:3]
+    if ss != 1 or ds != 1 or W < PAD_ROWS_MIN or W >= 2**31 - 64 or k.dims[-1][5] >= 2**31:
+        return None
+    rows = k.count // W
     es = DataType(k.dt).size
-    W = k.dims[-1][0]
     nd = len(k.dims)
     if _pad_words_ok(k):
         if how == "padr" and W * es >= PADR_MIN_BYTES:
@@ -499,9 +478,8 @@ def _index_step(q, slots):
                            f"runtime/cuda/index.py (CudaBackend.record_move), not by move_steps")
 
 
-#: The launch of each pass kind: ``PASS_STEPS[type(q)](q, slots)`` gives
-#: (name, parameter block, grid, shared memory bytes, source slot or -1,
-#: destination slot). Gather and Scatter: ``record_move`` hands plans with them to ``index.py``.
+#: The launch of each pass kind: ``PASS_STEPS[type(q)](q, slots)`` gives one
+#: of ``move_steps``'s. Gather and Scatter: ``record_move`` hands plans with them to ``index.py``.
 PASS_STEPS = {
     Copy: lambda q, s: _pass_step(_copy_pass(q, s.plan), s),
     Fill: lambda q, s: _pass_step(_fill_pass(q, s.plan), s),

@@ -1,14 +1,11 @@
 """The tuned launches of single-purpose passes, kernels from ``kernels.cu``:
 each ``*_launch`` gives (kernel name, parameter block, grid, dynamic shared
-memory bytes). A plain copy (``CopyPlan``): ``strided_copy``, widened to
-16-byte words where layouts and pointers allow (``word_plan``). UNFOLD:
-``unfold_tile`` (staged boxes), ``unfold1d_tile`` (framing transpose) or
-``unfold_gather``. FOLD: ``fold1d_tile`` for 1-D folds with a stride of 32 or
-more (overlap-add in shared memory), else ``fold_gather`` (a warp sums 32*V
-neighbouring image positions); no atomics, each image element's
-contributions summed in increasing window order, as on the CPU. SLICE_GRAD:
-``scatter`` (every output word written once). ``runtime/native/cuda_spec.c``
-mirrors these choices for the C new-shape route (``launch_spec``).
+memory bytes) of a plain copy (``CopyPlan``: ``strided_copy``, widened by
+``word_plan``), UNFOLD (``unfold_tile``, ``unfold1d_tile`` or
+``unfold_gather``), FOLD (``fold1d_tile`` or ``fold_gather``: no atomics, each
+image element's contributions summed in increasing window order, as on the
+CPU) or SLICE_GRAD (``scatter``). ``runtime/native/cuda_spec.c`` mirrors these
+choices for the C new-shape route (``launch_spec``).
 """
 from __future__ import annotations
 

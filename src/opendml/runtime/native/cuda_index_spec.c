@@ -1,16 +1,12 @@
-/* odml_index_cuda (newshape.h): the CUDA launch of one index-driven pass (plan.Gather, plan.Scatter) in C, so
- * that a never-seen shape of an index function on PyTorch CUDA tensors or CuPy arrays is lowered, allocated and
- * launched in one C call (newshape_index.c).
+/* odml_index_cuda (newshape.h, which says the passes it declines): the CUDA launch of one index-driven pass
+ * (plan.Gather, plan.Scatter) in C, so that a never-seen shape of an index function on PyTorch CUDA tensors or
+ * CuPy arrays is lowered, allocated and launched in one C call (newshape_index.c).
  *
  * It is runtime/cuda/index.py's plan_pass, decision for decision (each function names the one it mirrors), for
- * the modes that launch one kernel and need no scratch: gathers ("direct", "tile", "pieces", "rows", "row",
- * positions), scatters of a constant or of one source block ("direct": ONE_HOT's) and overwriting scatters whose
- * positions fall in groups ("group": scatter_elements along an axis) or, with an owner table, any other ("owner":
- * two launches sharing a zeroed table of 32-bit slots the caller allocates); the same kernel names, IndexParams
- * bytes, grid and shared memory (for the pass with the strides no element reaches set to 0), for index.py's
- * settings as its c_settings() passes them. tests/runtime/test_cuda_index_spec.py compares the two on random
- * index calls (no GPU needed). The modes that sort ("sort"), accumulating or last-only passes, and a grid of 2^31
- * blocks or more answer -1: the Python route plans them. */
+ * every mode but "sort": the same kernel names, IndexParams bytes, grid and shared memory (for the pass with the
+ * strides no element reaches set to 0), for index.py's settings as its c_settings() passes them (the "owner"
+ * mode's two launches share a zeroed table of 32-bit slots the caller allocates).
+ * tests/runtime/test_cuda_index_spec.py compares the two on random index calls (no GPU needed). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -22,7 +18,6 @@
 #define LIM31 ((int64_t)1 << 31)
 #define LIM32 ((int64_t)1 << 32)
 
-static int64_t floordiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
 static int64_t gcd(int64_t a, int64_t b) {
     while (b) {
         const int64_t t = a % b;
@@ -273,10 +268,10 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
             }
         }
     }
-    const int64_t word = es * f;
+    const int64_t word = es * f;      /* (f divides every offset and stride divided by it below: exact, as // is) */
     if (f > 1) inner[ni - 1][0] /= f;
     for (int i = 0; i < ni; i++)
-        if (!(f > 1 && i == ni - 1)) inner[i][1] = floordiv(inner[i][1], f), inner[i][2] = floordiv(inner[i][2], f);
+        if (!(f > 1 && i == ni - 1)) inner[i][1] /= f, inner[i][2] /= f;
     if (!ni) {
         inner[0][0] = 1, inner[0][1] = inner[0][2] = 0;
         ni = 1;
@@ -289,14 +284,14 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     for (int d = 0; d < k; d++) q->n_outer *= p->sizes[d];
     q->n_inner = 1;
     for (int i = 0; i < ni; i++) q->n_inner *= inner[i][0];
-    q->src_offset = floordiv(p->src_offset, f);
-    q->dst_offset = floordiv(p->dst_offset, f);
+    q->src_offset = p->src_offset / f;
+    q->dst_offset = p->dst_offset / f;
     q->naxes = p->naxes;
     q->data_type = p->data_type;
     for (int d = 0; d < k; d++) {
         q->sizes[d] = p->sizes[d];
-        q->src_strides[d] = floordiv(p->src_strides[d], f);
-        q->dst_strides[d] = floordiv(p->dst_strides[d], f);
+        q->src_strides[d] = p->src_strides[d] / f;
+        q->dst_strides[d] = p->dst_strides[d] / f;
     }
     for (int i = 0; i < ni; i++) {
         q->isizes[i] = inner[i][0];
@@ -312,7 +307,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
         odml_ix_axis *ax = &q->axes[a];
         ax->type = ix->type;
         ax->offset = ix->offset;
-        ax->stride = floordiv(ix->stride, f);
+        ax->stride = ix->stride / f;
         ax->bound = ix->bound;
         ax->mode = ix->mode;
         ax->skip = scatter && ix->out_of_range == 1;
@@ -325,7 +320,7 @@ int odml_index_cuda(const idx_params *given, const odml_index_cuda_conf *c, uint
     const int64_t *strides = scatter ? q->dst_strides : q->src_strides;
     int64_t lo = scatter ? q->dst_offset : q->src_offset, hi = lo, div = 0;
     for (int i = 0; i < k + p->naxes; i++) {            /* the outer dimensions, then the index axes */
-        const int64_t t = i < k ? strides[i] : floordiv(p->axes[i - k].stride, f);
+        const int64_t t = i < k ? strides[i] : p->axes[i - k].stride / f;
         const int64_t n = i < k ? p->sizes[i] : p->axes[i - k].bound;
         if (n > 1 && t) lo += (n - 1) * t < 0 ? (n - 1) * t : 0, hi += (n - 1) * t > 0 ? (n - 1) * t : 0,
                         div = gcd(div, odml_absv(t));

@@ -1,12 +1,10 @@
 /* cuda_launch(function, grid, block, shared_mem, stream, src, dst, params):
  * one cuLaunchKernel call for opendml's CUDA kernels, whose three arguments
- * are always (source pointer, destination pointer, parameter block BY VALUE).
- * `params` is the HOST address of the parameter structure (a params.h
- * struct, owned by the backend's Launch): cuLaunchKernel copies its bytes
- * into the launch, so nothing of it lives on the device, nothing is uploaded,
- * and a launch captured into a CUDA graph keeps its own copy.
+ * are always (source pointer, destination pointer, parameter block BY VALUE:
+ * runtime/cuda/launch.py says why). `params` is the HOST address of the
+ * parameter structure (a params.h struct, owned by launch.py's Launch).
  *
- * Owns only this: the CUDA backend (runtime/cuda/backend.py) builds and caches
+ * Owns only this: the CUDA backend (runtime/cuda) builds and caches
  * everything else (compiled function, parameter structure, grid) and
  * calls this on the hot path, because a launch through ctypes costs about
  * 8 us of argument conversion and this one a fraction of a microsecond. The

@@ -2,13 +2,12 @@
  * odml_move_lower gives), in C, so that a never-seen shape on PyTorch CUDA tensors or CuPy arrays is
  * lowered, allocated and launched in one C call (calls_move_new.c).
  *
- * It is runtime/cuda/steps.py's move_steps, decision for decision (each function names the one it mirrors): the
- * canonical kernel pass, the fused padding launch (move_padr, move_padw, move_pad), plain copies (move_wcopy,
- * strided_copy through cuda_spec.c's copy launch, move_transpose, move_tile), fills (move_fill), conversions and
- * scale/bias (move_cvt, move_vec); the same kernel names, parameter bytes, grids and shared memory, for steps.py's
- * settings as its c_settings() passes them. tests/runtime/test_cuda_move_spec.py compares the two on random family
- * calls, layouts, dtypes, pointer alignments and settings (no GPU needed). Where a grid would reach 2^31 blocks, a
- * product leave 64 bits or a rank pass the parameter block's, -1: the Python route then plans the call. */
+ * It is runtime/cuda/steps.py's move_steps, decision for decision (each function names the one it mirrors; strided
+ * copies through cuda_spec.c's copy launch): the same kernel names, parameter bytes, grids and shared memory, for
+ * steps.py's settings as its c_settings() passes them. tests/runtime/test_cuda_move_spec.py compares the two on
+ * random family calls, layouts, dtypes, pointer alignments and settings (no GPU needed). Where a grid would reach
+ * 2^31 blocks, a product leave 64 bits or a rank pass the parameter block's, -1: the Python route then plans the
+ * call. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -252,9 +251,7 @@ static int plain_step(const kpass *k, const slots *s, odml_move_launch *L) {
             int nb = 0, nr = 0;
             for (int i = 0; i < (int)wp->rank; i++) nr += wp->in_strides[i] == 0 && wp->sizes[i] > 1;
             const int take = nr <= c->word_repeat[0] && nr <= 2 && c->word_repeat[1] > 0;
-            kpass wk = *k;
-            wk.src_offset = wk.dst_offset = 0;
-            wk.sb = 0;
+            kpass wk = *k;                    /* (plain: no map, no scale/bias; its offsets set below) */
             wk.bits = 0;
             nr = 0;
             for (int i = 0; i < (int)wp->rank; i++) {
@@ -382,7 +379,7 @@ static int pad_words_ok(const kpass *k) {
     return count_of(k) + THREADS * 16 * 16 + 64 < LIM31;
 }
 
-/* _pad_step (with _pad_row_pass): 0 with L filled, 1 where none of the fused launches takes the program, -1 */
+/* _pad_step: 0 with L filled, 1 where none of the fused launches takes the program, -1 */
 static int pad_step(const odml_move_prog *g, const odml_move_cuda_conf *c, odml_move_launch *L) {
     kpass k;
     if (!pad_program(g)) return 1;
