@@ -20,6 +20,7 @@ from opendml.runtime.cuda.launch import INCLUDE, KERNELS
 from opendml.runtime.cuda.tuned import _unfold_launch, unfold_box, word_plan
 from tests import reference as ref
 from tests.conftest import cuda_available
+from tests.runtime import nvcc
 from tests.runtime.test_cuda_emulation import copy_reference, emulate_unfold_tile, unfold_reference
 
 needs_cuda = pytest.mark.skipif(not cuda_available(), reason="CUDA is not available here")
@@ -28,11 +29,11 @@ needs_cuda = pytest.mark.skipif(not cuda_available(), reason="CUDA is not availa
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_kernels_compile_with_nvcc(tmp_path):
     """Every kernel template, instantiated for a spread of arguments
-    (-DOPENDML_INSTANTIATE), with params.h found through -I as NVRTC finds it,
+    (tests/runtime/nvcc), with params.h found through -I as NVRTC finds it,
     to PTX as NVRTC compiles it (ptxas, which only its three one-instruction
     ``asm`` statements would reach, runs on the device; half the time)."""
-    r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "--fmad=false", f"-I{INCLUDE}",
-                        "-DOPENDML_INSTANTIATE", "-ptx", str(KERNELS), "-o", str(tmp_path / "k.ptx")],
+    r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "--fmad=false", *nvcc.includes(), "-ptx",
+                        str(nvcc.instances(KERNELS)), "-o", str(tmp_path / "k.ptx")],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "warning" not in r.stderr.lower(), r.stderr
@@ -53,7 +54,8 @@ def test_kernels_read_parameters_by_field_name():
         params = re.search(rf"{name}\([^)]*const ODML_GRID_CONSTANT (odml_\w+) params\) {{\n"
                            rf"    const (odml_\w+)\* __restrict__ p = &params;", src)
         assert params and params.group(1) == params.group(2) and params.group(1) in P.STRUCTS, name
-        assert re.search(rf"template __global__ void {name}<", src), f"{name} is not instantiated"
+        assert re.search(rf"template __global__ void {name}<", nvcc.instances(KERNELS).read_text()), \
+            f"{name} is not instantiated"
 
 
 def test_launch_specs_fill_the_declared_structures():

@@ -24,6 +24,7 @@ from opendml.runtime.cuda import index as ix
 
 from ..conftest import native_available
 from ..test_index_ops import hostile
+from . import nvcc
 
 TYPES = {6: np.int32, 11: np.int64, 3: np.uint32, 10: np.uint64}
 FLOATS = {1: np.float32, 2: np.float16, 9: np.float64}
@@ -32,26 +33,27 @@ THREADS = 256                                # index.cu's IX_THREADS
 
 
 @functools.lru_cache(maxsize=None)
-def _compiled(source, text, arch="sm_90"):
-    """nvcc's -c of ``source`` (whose text is ``text``: a changed file compiles again) with ptxas's report:
-    the file's tests share one compile of it."""
+def _compiled(folder, text, arch="sm_90"):
+    """nvcc's -c of index.cu's instantiations, index.cu taken from ``folder`` (its text ``text``: a changed file
+    compiles again), with ptxas's report: the file's tests share one compile of it."""
     # (the compiler runs without the sanitizer pass's preloaded ASan runtime, which it does not survive)
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
-    return subprocess.run(["nvcc", "-std=c++17", f"-arch={arch}", "--fmad=false", "-DOPENDML_INSTANTIATE", "-Xptxas",
-                           "-v", "-c", str(source), "-o", os.devnull], capture_output=True, text=True, env=env)
+    return subprocess.run(["nvcc", "-std=c++17", f"-arch={arch}", "--fmad=false", *nvcc.includes(folder), "-Xptxas",
+                           "-v", "-c", str(nvcc.instances(ix.INDEX_KERNELS)), "-o", os.devnull],
+                          capture_output=True, text=True, env=env)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_index_kernels_compile_with_nvcc():
-    r = _compiled(ix.INDEX_KERNELS, ix.INDEX_KERNELS.read_text(encoding="utf-8"))
+    r = _compiled(ix.INDEX_KERNELS.parent, ix.INDEX_KERNELS.read_text(encoding="utf-8"))
     assert r.returncode == 0, r.stderr
     assert "warning" not in r.stderr.lower(), r.stderr
 
 
-def ptxas_registers(source, arch="sm_90"):
-    """{kernel: registers a thread} of every instantiation of ``source``
-    (OPENDML_INSTANTIATE) as ptxas reports them."""
-    r = _compiled(source, source.read_text(encoding="utf-8"), arch)
+def ptxas_registers(folder=ix.INDEX_KERNELS.parent, arch="sm_90"):
+    """{kernel: registers a thread} of every instantiation of index.cu (taken
+    from ``folder``; tests/runtime/nvcc) as ptxas reports them."""
+    r = _compiled(folder, (folder / "index.cu").read_text(encoding="utf-8"), arch)
     assert r.returncode == 0, r.stderr
     out, name = {}, None
     for line in r.stderr.splitlines():
@@ -69,7 +71,7 @@ def test_a_reversal_tile_leaves_registers_for_three_blocks():
     at most 85 a thread of 3 x 256). Unbounded it took 96 and ran 2 blocks:
     on an H200 the (512, 256, 512) float32 reversal along axis 0 ran at 0.72
     of copy bandwidth, bounded at 0.79."""
-    tiles = {k: n for k, n in ptxas_registers(ix.INDEX_KERNELS).items() if "ix_reverse_tile" in k}
+    tiles = {k: n for k, n in ptxas_registers().items() if "ix_reverse_tile" in k}
     assert tiles and all(n * THREADS * 3 <= 65536 for n in tiles.values()), tiles
 
 
@@ -81,8 +83,8 @@ def test_a_reversal_tile_of_4_byte_words_stores_8_bytes(tmp_path):
     one column a thread."""
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
     ptx = tmp_path / "i.ptx"
-    r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "--fmad=false", "-DOPENDML_INSTANTIATE", "-ptx",
-                        str(ix.INDEX_KERNELS), "-o", str(ptx)], capture_output=True, text=True, env=env)
+    r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "--fmad=false", *nvcc.includes(), "-ptx",
+                        str(nvcc.instances(ix.INDEX_KERNELS)), "-o", str(ptx)], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     bodies = {}
     for entry in re.split(r"\.visible \.entry ", ptx.read_text())[1:]:
@@ -102,9 +104,8 @@ def test_the_fused_index_check_costs_no_registers(tmp_path):
     source = ix.INDEX_KERNELS.read_text(encoding="utf-8")
     store = "if (ax.flag) ix_flag_set(ax.flag);"
     assert source.count(store) == 2, "ix_coordinate_of's flag stores were not found"
-    plain = tmp_path / "index_unchecked.cu"
-    plain.write_text(source.replace(store, ""), encoding="utf-8")
-    got, base = ptxas_registers(ix.INDEX_KERNELS), ptxas_registers(plain)
+    (tmp_path / "index.cu").write_text(source.replace(store, ""), encoding="utf-8")
+    got, base = ptxas_registers(), ptxas_registers(tmp_path)
     assert got and got.keys() == base.keys()
     assert {k: n for k, n in got.items() if n > base[k]} == {}
 
@@ -114,7 +115,7 @@ def test_a_reversal_along_rows_leaves_registers_for_its_blocks():
     a multiprocessor; with 4-byte words its registers must fit 6 blocks too
     (allocated 8 at a time: at most 40 a thread of 6 x 256), with 8-byte words
     5 (48). Its 16-byte pieces took 44 unbounded (5 blocks of 4-byte words)."""
-    rows = {k: n for k, n in ptxas_registers(ix.INDEX_KERNELS).items() if "ix_reverse_rows" in k}
+    rows = {k: n for k, n in ptxas_registers().items() if "ix_reverse_rows" in k}
     assert any("ix_reverse_rowsIj" in k for k in rows) and any("ix_reverse_rowsIy" in k for k in rows), rows
     for k, n in rows.items():
         blocks = 6 if "ix_reverse_rowsIj" in k else 5

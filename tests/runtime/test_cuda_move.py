@@ -33,6 +33,7 @@ from opendml.runtime import params as P
 from opendml.runtime.cpu.numpy_kernels import convert_array
 from opendml.runtime.cuda import backend as cb, launch as cl, steps as cs
 from tests.conftest import cuda_available
+from tests.runtime import nvcc
 
 TYPES = [t for t in DataType if 1 <= t.value <= 11]
 WORD = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -96,8 +97,8 @@ def test_move_kernels_compile_with_nvcc(tmp_path, path):
     """move.cu (its ``asm`` statements checked by ptxas) to an object; layout.cu, which has none, to PTX as NVRTC
     compiles it (half the time)."""
     ptx = "asm" not in path.read_text(encoding="utf-8")
-    r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "--fmad=false", f"-I{cl.INCLUDE}", f"-I{cl.HERE}",
-                        "-DOPENDML_INSTANTIATE", "-ptx" if ptx else "-c", str(path), "-o", str(tmp_path / "m.o")],
+    r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "--fmad=false", *nvcc.includes(),
+                        "-ptx" if ptx else "-c", str(nvcc.instances(path)), "-o", str(tmp_path / "m.o")],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "warning" not in r.stderr.lower(), r.stderr
@@ -105,10 +106,11 @@ def test_move_kernels_compile_with_nvcc(tmp_path, path):
 
 def test_move_kernels_take_parameters_by_value():
     src = cl.MOVE_KERNELS.read_text() + cl.LAYOUT_KERNELS.read_text()
+    instances = nvcc.instances(cl.MOVE_KERNELS).read_text() + nvcc.instances(cl.LAYOUT_KERNELS).read_text()
     for name in ("move_vec", "move_tile", "move_fill", "move_transpose", "move_padw", "move_padr"):
         assert f"{name}(const " in src
         assert "const ODML_GRID_CONSTANT odml_move_params params) {\n    const odml_move_params* __restrict__ p = &params;" in src
-        assert f"template __global__ void {name}<" in src
+        assert f"template __global__ void {name}<" in instances
     assert ctypes.sizeof(P.MoveParams) + 16 <= 4096
 
 

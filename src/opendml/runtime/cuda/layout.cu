@@ -5,8 +5,7 @@
 // aligned 16-byte output word; move_padr: a warp per row, aligned 16-byte
 // stores). Built on move.cu (types, parameter access, index splitting and
 // maps), compiled as move.cu is (launch.py: NVRTC with -I<this
-// folder>; `nvcc -I<runtime dir> -I<this folder> -DOPENDML_INSTANTIATE -c`
-// checks the syntax on machines without a GPU).
+// folder>; tests/runtime/nvcc/ instantiates the templates for plain nvcc).
 #define ODML_LAYOUT
 #include "move.cu"
 
@@ -602,34 +601,3 @@ __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src
         drow[c] = odml_padcol<T>(srow, live, c, rm, fv);
     }
 }
-
-
-#ifdef OPENDML_INSTANTIATE
-// For `nvcc -c` syntax checks on machines without a GPU (tests/runtime).
-template __global__ void move_tile<u32, 3, u32, 2, 4>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_transpose<u32, 1, 32>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_transpose<u32, 3, 64>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_transpose<u8, 0, 64>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_transpose<u16, 2, 32>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_transpose<u64, 14, 64>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_tile<u16, 4, u64, 3, 8>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_tile<u64, 14, u32, 4, 2>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_pad<u32, 3, u32>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_pad<u8, 1, u32>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_pad<u16, 4, u64>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_pad<u64, 2, u32>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u32, 3, 4, 1>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u32, 3, 2, 1>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u8, 1, 4, 1>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u16, 4, 2, 1>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u64, 2, 1, 1>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u32, 3, 1, 8>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u8, 2, 1, 8>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padw<u16, 2, 2, 4>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u32, 3, 2, 6, 2>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u32, 3, 3, 8, 4>(const u32*, u32*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u64, 3, 3, 8, 4>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u8, 2, 1, 8, 0>(const u8*, u8*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u16, 4, 3, 1, 0>(const u16*, u16*, const ODML_GRID_CONSTANT odml_move_params);
-template __global__ void move_padr<u64, 1, 2, 4, 2>(const u64*, u64*, const ODML_GRID_CONSTANT odml_move_params);
-#endif
