@@ -336,6 +336,13 @@ class ScalarUnion(FieldKind):
         return to_float(value, f"{path}:", fail)
 
 
+def input_type(parsed: dict):
+    """The default of a ``DML_TENSOR_DATA_TYPE`` field the JSON form leaves out
+    (PADDING1's ``PaddingValueDataType``, DIAGONAL_MATRIX1's ``ValueDataType``):
+    the input's type, or None without an input (then the output's)."""
+    return getattr(parsed.get("InputTensor"), "data_type", None)
+
+
 @dataclasses.dataclass(frozen=True)
 class Struct(FieldKind):
     """A pointer to a struct, ``_Maybenull_`` when ``default`` is None
