@@ -248,8 +248,6 @@ class Slice1OperatorDesc(SliceWindow):
     gather_axes = SliceWindow.window_axes
 
     def _passes(self, layouts):
-        """One plain ``Copy`` from CopyStart (a negative stride starts at the
-        window's end), with the window's strides times the input's."""
         ((ts, origin),) = layouts
         out = self.output_tensor
         steps = []
