@@ -272,9 +272,6 @@ class Enum(FieldKind):
 
     kind = "enum"
 
-    def names(self) -> str:
-        return ", ".join(m.name for m in self.enum if self.enum is not DataType or m in ELEMENT_TYPES)
-
     def from_json(self, value, path, parsed, fail):
         prefix = ENUM_PREFIXES.get(self.enum, "")
         if isinstance(value, str):
@@ -286,8 +283,9 @@ class Enum(FieldKind):
                 return self.enum(value)
             except ValueError:
                 pass
+        names = ", ".join(m.name for m in self.enum if self.enum is not DataType or m in ELEMENT_TYPES)
         raise fail(f"{path}: unknown {prefix.rstrip('_') or self.enum.__name__} {json_text(value)[:80]}; "
-                   f"expected one of {self.names()}")
+                   f"expected one of {names}")
 
     def to_json(self, value):
         return self.enum(value).name
