@@ -34,8 +34,6 @@ from .runtime.config import Config, config, configure
 globals().update(_arrays.FUNCTIONS)
 globals().update(_ops.DESCRIPTIONS)
 
-# ``slice`` is DirectML's name and stays importable as ``opendml.slice``, but is
-# left out of __all__ so ``from opendml import *`` does not shadow Python's slice.
 __all__ = [
     "DataType", "FeatureLevel", "TensorDesc", "TensorFlags", "calc_buffer_tensor_size",
     "packed_strides", "nhwc_strides", "DmlError", "ValidationError", "UnsupportedError",

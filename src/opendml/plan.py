@@ -332,21 +332,13 @@ class IndexAxis:
     out_of_range: int = INDEX_CLAMP
     axis: int = 0                      # INDEX_REVERSE_LENGTH: the pass dimension reversed
 
-    def span(self, sizes) -> tuple[int, int]:
-        """Lowest and highest element of the index tensor read."""
-        return _span(self.index_offset, sizes, self.index_strides)
-
-    def reach(self) -> tuple[int, int]:
-        """Lowest and highest data offset the coordinate may add."""
-        far = (self.bound - 1) * self.stride
-        return min(0, far), max(0, far)
-
 
 def _indexed_span(offset, sizes, strides, indices) -> tuple[int, int]:
+    """``_span`` widened by the lowest and highest data offset each coordinate may add."""
     lo, hi = _span(offset, sizes, strides)
     for ix in indices:
-        a, b = ix.reach()
-        lo, hi = lo + a, hi + b
+        far = (ix.bound - 1) * ix.stride
+        lo, hi = lo + min(0, far), hi + max(0, far)
     return lo, hi
 
 
@@ -510,8 +502,8 @@ class MovePlan:
             if isinstance(p, READING_PASSES) and p.count:
                 if getattr(p, "value", None) is None:
                     spans[p.src] = _union(spans[p.src], p.src_span())
-                for ix in getattr(p, "indices", ()):
-                    spans[ix.index] = _union(spans[ix.index], ix.span(p.sizes))
+                for ix in getattr(p, "indices", ()):        # the index tensors' elements read
+                    spans[ix.index] = _union(spans[ix.index], _span(ix.index_offset, p.sizes, ix.index_strides))
         return spans
 
     def out_spans(self) -> list[tuple[int, int] | None]:

@@ -342,23 +342,20 @@ class OperatorDesc:
 
     def _derive_output(self, sizes, rule: str | None = None) -> None:
         """An output left None becomes a packed one of ``sizes`` and the
-        input's DataType; then every slot's checks (``_check_tensors``) and,
-        given ``rule`` (where ``sizes`` come from, in words),
-        ``OutputTensor.Sizes == sizes``."""
+        input's DataType (sizes out of DirectML's range, a size or an element
+        count above UINT32, are an error naming the operator and, given
+        ``rule``, where they come from); then every slot's checks
+        (``_check_tensors``) and, given ``rule`` (where ``sizes`` come from,
+        in words), ``OutputTensor.Sizes == sizes``."""
         if self.output_tensor is None:
-            self._set("output_tensor", self._derived_tensor(self.input_tensor.data_type, sizes, rule))
+            try:
+                self._set("output_tensor", TensorDesc(self.input_tensor.data_type, sizes))
+            except ValidationError as e:
+                where = f" (OutputTensor.Sizes = {rule})" if rule else ""
+                raise self._err(said_of(e, "OutputTensor", where)) from None
         self._check_tensors()
         if rule is not None:
             self._check_sizes("OutputTensor", self.output_tensor, sizes, rule)
-
-    def _derived_tensor(self, data_type, sizes, rule: str | None, slot: str = "OutputTensor") -> TensorDesc:
-        """A packed ``TensorDesc`` of derived ``sizes``; one out of DirectML's
-        range (a size or an element count above UINT32) is an error naming
-        the operator, ``slot`` and, given ``rule``, where its sizes come from."""
-        try:
-            return TensorDesc(data_type, sizes)
-        except ValidationError as e:
-            raise self._err(said_of(e, slot, f" ({slot}.Sizes = {rule})" if rule else "")) from None
 
     def _enum(self, attr: str, field: str, enum) -> None:
         """An enum field given as a member, its value or its name (short or

@@ -272,9 +272,6 @@ class Enum(FieldKind):
 
     kind = "enum"
 
-    def names(self) -> str:
-        return ", ".join(m.name for m in self.enum if self.enum is not DataType or m in ELEMENT_TYPES)
-
     def from_json(self, value, path, parsed, fail):
         prefix = ENUM_PREFIXES.get(self.enum, "")
         if isinstance(value, str):
@@ -286,8 +283,9 @@ class Enum(FieldKind):
                 return self.enum(value)
             except ValueError:
                 pass
+        names = ", ".join(m.name for m in self.enum if self.enum is not DataType or m in ELEMENT_TYPES)
         raise fail(f"{path}: unknown {prefix.rstrip('_') or self.enum.__name__} {json_text(value)[:80]}; "
-                   f"expected one of {self.names()}")
+                   f"expected one of {names}")
 
     def to_json(self, value):
         return self.enum(value).name
@@ -334,6 +332,13 @@ class ScalarUnion(FieldKind):
         if not _is_number(value):
             raise fail(f"{path}: must be a number; got {json_text(value)[:80]}")
         return to_float(value, f"{path}:", fail)
+
+
+def input_type(parsed: dict):
+    """The default of a ``DML_TENSOR_DATA_TYPE`` field the JSON form leaves out
+    (PADDING1's ``PaddingValueDataType``, DIAGONAL_MATRIX1's ``ValueDataType``):
+    the input's type, or None without an input (then the output's)."""
+    return getattr(parsed.get("InputTensor"), "data_type", None)
 
 
 @dataclasses.dataclass(frozen=True)

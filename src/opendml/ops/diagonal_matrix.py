@@ -31,7 +31,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Fill
 from ._common import FLOAT16_32, support
 from ._move import MoveOperatorDesc, convert_scalar
-from ._spec import Binding, Enum, Float, Int, ScalarUnion, Tensor, is_float
+from ._spec import Binding, Enum, Float, Int, ScalarUnion, Tensor, input_type, is_float
 
 #: Beyond every diagonal of any matrix: the open ends of an inverted range.
 _FAR = 1 << 62
@@ -141,13 +141,6 @@ class DiagonalMatrixOperatorDesc(_DiagonalRules):
         return convert_scalar(self.value, self.output_tensor.data_type)
 
 
-def _input_type(parsed: dict):
-    """``ValueDataType`` left out of the JSON form: the input's type, or None
-    (then the output's) without an input."""
-    inp = parsed.get("InputTensor")
-    return inp.data_type if isinstance(inp, TensorDesc) else None
-
-
 @dataclasses.dataclass(frozen=True, repr=False)
 class DiagonalMatrix1OperatorDesc(_DiagonalRules):
     """``InputTensor`` may be None (zeros elsewhere); ``OutputTensor`` may be
@@ -193,7 +186,7 @@ class DiagonalMatrix1OperatorDesc(_DiagonalRules):
         DiagonalFillBegin and DiagonalFillEnd (INT32 values).""")
     SLOTS = (Tensor("InputTensor", "input_tensor", "input", optional=True),
              Tensor("OutputTensor", "output_tensor", "output", optional=True))
-    FIELDS = (Enum("ValueDataType", "value_data_type", enum=DataType, default=_input_type),
+    FIELDS = (Enum("ValueDataType", "value_data_type", enum=DataType, default=input_type),
               ScalarUnion("Value", "value", type_field="ValueDataType", default=1),
               Int("DiagonalFillBegin", "diagonal_fill_begin", default=0),
               Int("DiagonalFillEnd", "diagonal_fill_end", default=1))

@@ -9,19 +9,12 @@ import dataclasses
 from ..model.data_type import DataType
 from ..model.tensor_desc import TensorDesc
 from ._common import support
-from ._spec import Binding, Enum, Field, PaddingMode, ScalarUnion, enum_member, spread
+from ._spec import Binding, Enum, Field, PaddingMode, ScalarUnion, enum_member, input_type, spread
 from .padding import PaddingRules
 
 #: The array function's names of the modes (any case).
 MODES = {"constant": PaddingMode.CONSTANT, "edge": PaddingMode.EDGE, "reflect": PaddingMode.REFLECTION,
          "reflection": PaddingMode.REFLECTION, "symmetric": PaddingMode.SYMMETRIC, "wrap": PaddingMode.WRAP}
-
-
-def _default_value_type(parsed: dict):
-    """``PaddingValueDataType`` left out of the JSON form: the output's type
-    (which is the input's)."""
-    inp = parsed.get("InputTensor")
-    return inp.data_type if isinstance(inp, TensorDesc) else DataType.FLOAT32
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -60,7 +53,7 @@ class Padding1OperatorDesc(PaddingRules):
     value : int or float, optional
         The constant mode's value (default 0); it must fit ``x``'s dtype.""")
     FIELDS = (Enum("PaddingMode", "padding_mode", enum=PaddingMode),
-              Enum("PaddingValueDataType", "padding_value_data_type", enum=DataType, default=_default_value_type),
+              Enum("PaddingValueDataType", "padding_value_data_type", enum=DataType, default=input_type),
               ScalarUnion("PaddingValue", "padding_value", type_field="PaddingValueDataType", default=0),
               Field("StartPadding", "start_padding"), Field("EndPadding", "end_padding"))
     SUPPORT = support({"5_0": (1, 8)})

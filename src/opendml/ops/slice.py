@@ -122,8 +122,6 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         return tuple(zip(self.offsets, self.strides, self.sizes))
 
     def _passes(self, layouts):
-        """One plain ``Copy``: output element ``c`` is input element
-        ``Offsets + Strides * c``."""
         ((ts, origin),) = layouts
         return (Copy(0, 0, self.sizes, origin + sum(o * t for o, t in zip(self.offsets, ts)),
                      tuple(s * t for s, t in zip(self.strides, ts)), 0, self.output_tensor.element_strides),)

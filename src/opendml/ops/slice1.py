@@ -58,15 +58,11 @@ def window_adjoint_call(input_sizes, offsets, sizes, strides, counts) -> tuple:
     only for plain ints) the same SLICE1 again, a permutation that is its own
     inverse (the same bytes, no fill)."""
     offsets, sizes, strides = list(offsets), list(sizes), list(strides)
-    if _plain(offsets, sizes, strides, input_sizes) and all(
+    if all(type(v) is int for vs in (offsets, sizes, strides, input_sizes) for v in vs) and all(
             o == 0 and s == n and abs(t) == 1 for o, s, t, n in zip(offsets, sizes, strides, input_sizes)) and (
             counts is None or list(counts) == list(input_sizes)):
         return "slice1", (offsets, sizes, strides, None), None
     return "slice_grad", (list(input_sizes), offsets, sizes, strides), None
-
-
-def _plain(*lists) -> bool:
-    return all(type(v) is int for values in lists for v in values)
 
 
 def batched_window(args, b) -> tuple:
@@ -252,8 +248,6 @@ class Slice1OperatorDesc(SliceWindow):
     gather_axes = SliceWindow.window_axes
 
     def _passes(self, layouts):
-        """One plain ``Copy`` from CopyStart (a negative stride starts at the
-        window's end), with the window's strides times the input's."""
         ((ts, origin),) = layouts
         out = self.output_tensor
         steps = []

@@ -22,7 +22,7 @@ from ._spec import Binding, DepthSpaceOrder, Enum, UInt, enum_member
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class _SpaceDepth(MoveOperatorDesc):
-    """``OutputTensor`` may be None: packed, of the sizes ``_check`` gives."""
+    """``OutputTensor`` may be None: packed, of the sizes ``output_sizes_for`` gives."""
     input_tensor: TensorDesc
     output_tensor: TensorDesc | None
     block_size: int
@@ -31,15 +31,12 @@ class _SpaceDepth(MoveOperatorDesc):
     SUPPORT = support({"1_0": 4}, first=FLOAT16_32, wide="5_0")
     order = DepthSpaceOrder.DEPTH_COLUMN_ROW        # (a field of the ``1`` versions)
 
-    def __post_init__(self):
-        self._check()
-
     @property
     def TO_DEPTH(self) -> bool:  # noqa: N802
         """SPACE_TO_DEPTH(1) moves space to depth; DEPTH_TO_SPACE(1) back."""
         return self.OPERATOR.startswith("SPACE_TO_DEPTH")
 
-    def _check(self) -> None:
+    def __post_init__(self):
         inp = self._check_input()
         b = self._int("block_size", "BlockSize", 1)
         if inp.rank != 4:
@@ -114,7 +111,7 @@ class _SpaceDepth1(_SpaceDepth):
 
     def __post_init__(self):
         self._enum("order", "Order", DepthSpaceOrder)
-        self._check()
+        _SpaceDepth.__post_init__(self)
 
     @classmethod
     def arguments(cls, api, x, block_size, order):

@@ -197,7 +197,6 @@ class UnfoldOperatorDesc(_Windowed):
         return WINDOWS
 
     def _passes(self, layouts):
-        """One ``Windows`` pass."""
         ((ts, origin),) = layouts
         inp = self.input_tensor
         sizes = inp.sizes
