@@ -261,19 +261,15 @@ def _slot_bindings(d: _Dispatchable, bindings, resources: dict, where: str, *, i
         tensors = d.tensors[slot.json]
         at = f"{where}.{slot.json}"
         given = bindings.get(slot.json)
-        if init:
-            if not (slot.json in d.owned):
-                if given is not None:
-                    raise ModelError(f"{at}: only OWNED_BY_DML inputs are bound at initialisation (the "
-                                     f"dispatchable's bindings); bind {slot.json} in a dispatch command")
-                if slot.role == "input":
-                    inputs.extend([None] * len(tensors))
-                continue
-        elif slot.json in d.owned:
+        if init != (slot.json in d.owned):      # bound at the other time (an owned input: at initialisation)
+            if given is not None and init:
+                raise ModelError(f"{at}: only OWNED_BY_DML inputs are bound at initialisation (the "
+                                 f"dispatchable's bindings); bind {slot.json} in a dispatch command")
             if given is not None:
                 raise BindingError(f"{at}: the tensor is OWNED_BY_DML: DirectML binds it once, at initialisation "
                                    f"(the dispatchable's \"bindings\"), and nothing at execution")
-            inputs.extend([None] * len(tensors))   # bound once at initialisation
+            if slot.role == "input":
+                inputs.extend([None] * len(tensors))
             continue
         if slot.json not in bindings:
             if not tensors:
