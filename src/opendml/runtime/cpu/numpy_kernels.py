@@ -18,7 +18,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ...model.data_type import DataType
-from ...plan import INDEX_REVERSE_LENGTH, INDEX_SKIP, CopyPlan, FoldPlan, Scatter, ScatterPlan, UnfoldPlan, _span
+from ...plan import INDEX_REVERSE_LENGTH, INDEX_SKIP, FoldPlan, Scatter, ScatterPlan, UnfoldPlan, _span
 from .. import alloc
 from ..params import SUM_FLOAT, SUM_INTEGER
 
@@ -38,18 +38,6 @@ def view(flat: np.ndarray, offset: int, sizes, strides) -> np.ndarray:
         return flat[:0].reshape(sizes) if len(sizes) else flat[:0]
     return as_strided(flat[offset:], shape=sizes,
                       strides=tuple(t * item if s > 1 else 0 for s, t in zip(sizes, strides)))
-
-
-# -- copy ------------------------------------------------------------------------
-
-def prepare_copy(plan: CopyPlan, src, dst):
-    p = plan.canonical()
-    s = view(src, p.in_offset, p.sizes, p.in_strides)
-    d = view(dst, p.out_offset, p.sizes, p.out_strides)
-
-    def run():
-        np.copyto(d, s, casting="no")
-    return run
 
 
 # -- window operators --------------------------------------------------------------
@@ -495,11 +483,17 @@ def prepare_fill_pass(plan, p, srcs, dsts):
 
 def prepare_copy_pass(plan, p, srcs, dsts):
     """A ``Copy`` pass: a plan that is one plain copy (``kernel_plan``) as
-    ``prepare_copy`` (words, canonical form); any other through typed views,
-    index maps (``np.take``), scale/bias and conversion."""
+    words, in its canonical form; any other through typed views, index maps
+    (``np.take``), scale/bias and conversion."""
     k = plan.kernel_plan()
     if k is not None:
-        return prepare_copy(k, srcs[p.src], dsts[p.dst])
+        k = k.canonical()
+        s = view(srcs[p.src], k.in_offset, k.sizes, k.in_strides)
+        d = view(dsts[p.dst], k.out_offset, k.sizes, k.out_strides)
+
+        def copy_words():
+            np.copyto(d, s, casting="no")
+        return copy_words
     out_t = plan.out_types[p.dst]
     dst_view = view(_typed(dsts[p.dst], out_t), p.dst_offset, p.sizes, p.dst_strides)
     in_t = plan.in_types[p.src]
