@@ -42,10 +42,10 @@ class Buffer:
     resource), made by ``Device.create_buffer`` or ``Device.upload``,
     zero-filled; bind byte ranges of it with ``BufferBinding``."""
 
-    def __init__(self, device: "Device", size_in_bytes: int, _storage=None):
+    def __init__(self, device: "Device", size_in_bytes: int):
         self.device = device
         self.size_in_bytes = size_in_bytes
-        self._storage = _storage if _storage is not None else device.backend.allocate(size_in_bytes)
+        self._storage = device.backend.allocate(size_in_bytes)
 
     def __repr__(self) -> str:
         return f"Buffer({self.device.kind!r}, size_in_bytes={self.size_in_bytes})"

@@ -68,17 +68,21 @@ def loads(text: str) -> dict:
     """Parse a JSON description: a ``JsonFormError`` for malformed text, a key
     given twice in one object (JSON would keep the last silently), integers
     too long to read, nesting deeper than ``MAX_DEPTH``, and anything but an object."""
-    return parse_object(text, parse_int=parse_int, object_pairs_hook=_unique_keys)
+    return parse_object(text, parse_int=parse_int, object_pairs_hook=unique_keys(
+        JsonFormError, lambda key: json.dumps(key)[:80], "the second would silently replace the first"))
 
 
-def _unique_keys(pairs) -> dict:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen = set()
-        key = next(k for k, _ in pairs if k in seen or seen.add(k))
-        raise JsonFormError(f"malformed JSON: the key {json.dumps(key)[:80]} appears twice in one object (the "
-                            f"second would silently replace the first)")
-    return out
+def unique_keys(error, quote, why: str):
+    """A JSON ``object_pairs_hook`` refusing a key given twice in one object:
+    ``error`` naming the first repeated key (``quote(key)``) and ``why``."""
+    def hook(pairs) -> dict:
+        out = dict(pairs)
+        if len(out) != len(pairs):
+            seen = set()
+            key = next(k for k, _ in pairs if k in seen or seen.add(k))
+            raise error(f"malformed JSON: the key {quote(key)} appears twice in one object ({why})")
+        return out
+    return hook
 
 
 def parse_object(text: str, what: str = "$: a description", error=JsonFormError,
@@ -199,6 +203,11 @@ def open_checked(path, fail):
     if f is None:
         fail("kind", kind)
     return f
+
+
+#: The memory limit unless told otherwise (``max_bytes``, --max-bytes; 2 GiB): what
+#: ``opendml run`` may touch, what a DxDispatch model's resources may take.
+DEFAULT_MAX_BYTES = 2 << 30
 
 
 def text_limit(max_bytes: int) -> int:
