@@ -52,15 +52,18 @@ def parse_int(text: str, error=None) -> int:
     return int(text)
 
 
-def check_depth(obj, limit: int = MAX_DEPTH) -> None:
-    """Refuse JSON values nesting arrays and objects more than ``limit`` deep
-    (walked without recursion)."""
+_TOO_DEEP = f"$: the JSON nests arrays and objects more than {MAX_DEPTH} levels deep"
+
+
+def check_depth(obj, error=JsonFormError, too_deep: str = _TOO_DEEP) -> None:
+    """Refuse (``error(too_deep)``) JSON values nesting arrays and objects
+    more than ``MAX_DEPTH`` deep (walked without recursion)."""
     stack = [(obj, 1)]
     while stack:
         value, depth = stack.pop()
         if isinstance(value, (list, dict)):
-            if depth > limit:
-                raise JsonFormError(f"$: the JSON nests arrays and objects more than {limit} levels deep")
+            if depth > MAX_DEPTH:
+                raise error(too_deep)
             stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
 
 
@@ -85,8 +88,7 @@ def unique_keys(error, quote, why: str):
     return hook
 
 
-def parse_object(text: str, what: str = "$: a description", error=JsonFormError,
-                 too_deep: str = f"$: the JSON nests arrays and objects more than {MAX_DEPTH} levels deep",
+def parse_object(text: str, what: str = "$: a description", error=JsonFormError, too_deep: str = _TOO_DEEP,
                  **hooks) -> dict:
     """``json.loads(text, **hooks)``, which must be an object (``what``) of at
     most ``MAX_DEPTH`` levels (else ``error(too_deep)``)."""
@@ -98,10 +100,7 @@ def parse_object(text: str, what: str = "$: a description", error=JsonFormError,
         raise error(too_deep) from None
     if not isinstance(obj, dict):
         raise error(f"{what} must be a JSON object; got {type_name(obj)}")
-    try:
-        check_depth(obj)
-    except JsonFormError:
-        raise error(too_deep) from None
+    check_depth(obj, error, too_deep)
     return obj
 
 
