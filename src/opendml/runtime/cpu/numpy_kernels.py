@@ -35,7 +35,7 @@ def view(flat: np.ndarray, offset: int, sizes, strides) -> np.ndarray:
     item = flat.itemsize
     sizes = tuple(sizes)
     if 0 in sizes:
-        return flat[:0].reshape(sizes) if len(sizes) else flat[:0]
+        return flat[:0].reshape(sizes)
     return as_strided(flat[offset:], shape=sizes,
                       strides=tuple(t * item if s > 1 else 0 for s, t in zip(sizes, strides)))
 
@@ -208,38 +208,17 @@ def prepare_fold(plan: FoldPlan, src, dst):
 # -- SLICE_GRAD --------------------------------------------------------------------
 
 def prepare_scatter(plan: ScatterPlan, src, dst):
-    """Every output element written once: the covered positions copied from
-    the input, the rest zeroed as disjoint boxes. Along dimension d the zero
-    boxes cover, with the dimensions before d restricted to their covered
-    positions and those after it whole: the positions before ``first``, the
-    gaps between covered positions (one view of shape (taken - 1, step - 1)),
-    and the positions after the last covered one."""
+    """The whole output zeroed, then the covered positions (``first + i*step``,
+    ``i < taken``, in every dimension) copied from the input: one view each
+    (faster here than zeroing only the uncovered boxes, view by view; where
+    output elements share memory the copy wins, as there)."""
     p = plan.canonical(cpu=True)
-    zeros = []
-    covered_sizes, covered_strides = [], []          # of the dimensions before d
-    base = p.out_offset
-    for d in range(len(p.sizes)):
-        n, o, f, s, t = p.sizes[d], p.out_strides[d], p.first[d], p.step[d], p.taken[d]
-        rest_sizes, rest_strides = list(p.sizes[d + 1:]), list(p.out_strides[d + 1:])
-        end = f + (t - 1) * s + 1 if t else 0
-        pieces = [(0, f), (end, n - end)] if t else [(0, n)]     # (first position, count)
-        for start, count in pieces:
-            if count > 0:
-                zeros.append(view(dst, base + start * o, covered_sizes + [count] + rest_sizes,
-                                  covered_strides + [o] + rest_strides))
-        if t > 1 and s > 1:
-            zeros.append(view(dst, base + (f + 1) * o, covered_sizes + [t - 1, s - 1] + rest_sizes,
-                              covered_strides + [s * o, o] + rest_strides))
-        if t == 0:
-            break
-        base += f * o
-        covered_sizes.append(t)
-        covered_strides.append(s * o)
     copies = []
     if all(p.taken):
-        copies.append((view(dst, base, p.taken, covered_strides), view(src, p.in_offset, p.taken, p.in_strides)))
-
-    return _zero_then_copy(zeros, copies)
+        base = p.out_offset + sum(f * o for f, o in zip(p.first, p.out_strides))
+        copies.append((view(dst, base, p.taken, [s * o for s, o in zip(p.step, p.out_strides)]),
+                       view(src, p.in_offset, p.taken, p.in_strides)))
+    return _zero_then_copy([view(dst, p.out_offset, p.sizes, p.out_strides)], copies)
 
 
 def _zero_then_copy(zeros, copies):
