@@ -43,9 +43,10 @@ static void copy_units(const void *vjob, int64_t u0, int64_t u1, int part) {
 
 int odml_copy(char *dst, const char *src, const odml_copy_params *p, int threads, const char **error) {
     copy_job j;
-    if (odml_bad_dims(p->rank, ODML_MAX_RANK, p->element_size,
-                      "copy: element_size must be 1, 2, 4 or 8 and rank in [1, 8]", error))
+    if (p->rank < 1 || p->rank > ODML_MAX_RANK || !odml_valid_size(p->element_size)) {
+        *error = "copy: element_size must be 1, 2, 4 or 8 and rank in [1, 8]";
         return ODML_EPARAM;
+    }
     if (p->in_offset < -ODML_LIMIT / 8 || p->in_offset > ODML_LIMIT / 8 || p->out_offset < 0 ||
         p->out_offset > ODML_LIMIT / 8) {
         *error = "copy: offsets must be in [-2^59, 2^59] (output offset >= 0)";
