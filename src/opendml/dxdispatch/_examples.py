@@ -10,7 +10,6 @@ from ..device import Device
 from ..model.tensor_desc import TensorFlags
 from ..jsonform import default_input, from_json, json_arrays, to_json
 
-# -- the bundled examples as models ----------------------------------------------------------
 
 def _json_number(v):
     """A value as a model writes it: non-finite floats as DxDispatch's strings,

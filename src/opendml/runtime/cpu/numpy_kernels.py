@@ -493,9 +493,7 @@ def prepare_copy_pass(plan, p, srcs, dsts):
             with np.errstate(all="ignore"):
                 y = x.astype(ct) * ct(sb[0])
                 y = y + ct(sb[1])
-            # A NaN result is the canonical NaN (as FOLD's sums): which NaN's
-            # payload an operation on NaNs keeps is the processor's (and
-            # NumPy's loop's) choice, so it is not kept on any path.
+            # A NaN result is the canonical NaN, for prepare_fold's reason.
             nan = np.isnan(y)
             if nan.any():
                 y[nan] = CANONICAL_NAN[y.dtype.itemsize]
