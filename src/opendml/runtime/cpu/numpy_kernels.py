@@ -252,9 +252,7 @@ def convert_array(x: np.ndarray, dst: np.dtype) -> np.ndarray:
             hi = t >= float(info.max) + 1.0        # max + 1 is a power of two: exact in float64
             lo = t < float(info.min)
             nan = np.isnan(t)
-            out = np.zeros(x.shape, dst)
-            ok = ~(hi | lo | nan)
-            out[ok] = t[ok].astype(dst)
+            out = np.where(hi | lo | nan, 0.0, t).astype(dst)
             out[hi] = info.max
             out[lo] = info.min
             return out
