@@ -15,8 +15,8 @@ from ..model._checks import UINT32_MAX
 from ..model.data_type import DataType
 from ..model.errors import BindingError, DmlError, UnsupportedError
 from ..model.tensor_desc import TensorFlags
-from ..ops import OPERATORS, Float, ScalarUnion, Struct
-from ._read import (_DATA_TYPES, _OPERATOR_ALIASES, _OTHER_DISPATCHABLES, OPERATOR_TYPES, ModelError, _check_keys,
+from ..ops import ALIASES, OPERATORS, Float, ScalarUnion, Struct
+from ._read import (_DATA_TYPES, _OTHER_DISPATCHABLES, OPERATOR_TYPES, ModelError, _check_keys,
                     _data_type, _float_values, _float_word, _model_path, _q, _short, _string, _type_name, _uint)
 
 # -- dispatchables -----------------------------------------------------------------------
@@ -29,7 +29,7 @@ def _operator_class(type_name, where: str):
         raise UnsupportedError(f"{where}: {_OTHER_DISPATCHABLES[type_name.lower()]} (type {_short(type_name)}) "
                                f"are not supported by opendml; it runs DirectML operators")
     name = type_name.removeprefix("DML_OPERATOR_")
-    name = _OPERATOR_ALIASES.get(name, name)
+    name = ALIASES.get(name, name)          # the old names DirectML.h keeps (SCATTER)
     if name in OPERATORS:
         return OPERATORS[name]
     if name in OPERATOR_TYPES and name != "INVALID":

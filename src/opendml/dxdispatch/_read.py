@@ -15,7 +15,6 @@ from ..jsonform import text_limit as model_limit
 from ..model._checks import UINT64_MAX, json_text, type_name as _type_name
 from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import ValidationError
-from ..ops import ALIASES as _OPERATOR_ALIASES  # noqa: F401 - the old names DirectML.h keeps (SCATTER)
 from ..ops._spec import DOUBLE_MAX, OPERATOR_TYPES  # noqa: F401 - dxdispatch's name of the table
 
 #: The dispatchable types of DxDispatch that are not DirectML operators.
