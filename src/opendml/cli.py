@@ -27,8 +27,7 @@ import numpy as np
 from ._version import __version__
 from .device import Device
 from .jsonform import (DEFAULT_MAX_BYTES, NpyError, from_json, json_arrays, loads, npy_header, open_checked,
-                       read_regular, tensor_to_json, text_limit, to_json)
-from .jsonform import default_input as pages_input
+                       read_regular, tensor_to_json, text_limit, to_json, default_input as pages_input)
 from .ops import OPERATORS
 from .model.errors import DmlError
 from .model.feature_level import FeatureLevel

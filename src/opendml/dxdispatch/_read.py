@@ -10,8 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..jsonform import (DEFAULT_MAX_BYTES, MAX_DEPTH, check_depth, check_keys, parse_int, parse_object, read_regular,
-                        unique_keys)
-from ..jsonform import text_limit as model_limit
+                        text_limit as model_limit, unique_keys)
 from ..model._checks import UINT64_MAX, json_text, type_name as _type_name
 from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import ValidationError
