@@ -26,9 +26,8 @@ import numpy as np
 
 from ._version import __version__
 from .device import Device
-from .jsonform import (NpyError, from_json, json_arrays, loads, npy_header, open_checked, read_regular,
-                       tensor_to_json, text_limit, to_json)
-from .jsonform import default_input as pages_input
+from .jsonform import (DEFAULT_MAX_BYTES, NpyError, from_json, json_arrays, loads, npy_header, open_checked,
+                       read_regular, tensor_to_json, text_limit, to_json, default_input as pages_input)
 from .ops import OPERATORS
 from .model.errors import DmlError
 from .model.feature_level import FeatureLevel
@@ -76,10 +75,6 @@ def fmt_array(a: np.ndarray) -> str:
 
 
 # -- running --------------------------------------------------------------------------
-
-#: --max-bytes default: memory a run may touch (input and output elements, host and buffer).
-DEFAULT_MAX_BYTES = 2 << 30
-
 
 def default_input(desc, max_bytes: int | None = None, tensor: TensorDesc | None = None,
                   name: str | None = None) -> np.ndarray:

@@ -42,10 +42,10 @@ class Buffer:
     resource), made by ``Device.create_buffer`` or ``Device.upload``,
     zero-filled; bind byte ranges of it with ``BufferBinding``."""
 
-    def __init__(self, device: "Device", size_in_bytes: int, _storage=None):
+    def __init__(self, device: "Device", size_in_bytes: int):
         self.device = device
         self.size_in_bytes = size_in_bytes
-        self._storage = _storage if _storage is not None else device.backend.allocate(size_in_bytes)
+        self._storage = device.backend.allocate(size_in_bytes)
 
     def __repr__(self) -> str:
         return f"Buffer({self.device.kind!r}, size_in_bytes={self.size_in_bytes})"
@@ -357,7 +357,7 @@ class BindingTable:
             or a plain one is None, or an input overlaps a bound output. The
             previous bindings are kept.
         """
-        inputs = self._check("input", bindings, self.compiled.input_tensors, owned_ok=True)
+        inputs = self._check("input", bindings, self.compiled.input_tensors)
         with self._lock:
             self._check_overlap(inputs, self._outputs)
             self._inputs, self._executor = inputs, None
@@ -366,19 +366,19 @@ class BindingTable:
         """Bind the operator's outputs as ``bind_inputs`` binds the inputs
         (``BindingError`` as there, and if two outputs overlap or an output
         overlaps an input: these operators do not run in place)."""
-        outputs = self._check("output", bindings, self.compiled.output_tensors, owned_ok=False)
+        outputs = self._check("output", bindings, self.compiled.output_tensors)
         with self._lock:
             self._check_overlap(self._inputs, outputs)
             self._outputs, self._executor = outputs, None
 
-    def _check(self, kind, bindings, tensors, owned_ok):
+    def _check(self, kind, bindings, tensors):
         op = self.compiled.desc.OPERATOR
         bindings = _binding_list(op, kind, bindings)
         if len(bindings) != len(tensors):
             raise BindingError(f"{op}: the number of {kind} bindings must equal the operator's {kind} "
                                f"tensor count {len(tensors)}; got {len(bindings)}")
         for i, (b, t) in enumerate(zip(bindings, tensors)):
-            owned = owned_ok and bool(t.flags & TensorFlags.OWNED_BY_DML)
+            owned = kind == "input" and bool(t.flags & TensorFlags.OWNED_BY_DML)
             if b is None:
                 if owned:
                     continue

@@ -52,15 +52,18 @@ def parse_int(text: str, error=None) -> int:
     return int(text)
 
 
-def check_depth(obj, limit: int = MAX_DEPTH) -> None:
-    """Refuse JSON values nesting arrays and objects more than ``limit`` deep
-    (walked without recursion)."""
+_TOO_DEEP = f"$: the JSON nests arrays and objects more than {MAX_DEPTH} levels deep"
+
+
+def check_depth(obj, error=JsonFormError, too_deep: str = _TOO_DEEP) -> None:
+    """Refuse (``error(too_deep)``) JSON values nesting arrays and objects
+    more than ``MAX_DEPTH`` deep (walked without recursion)."""
     stack = [(obj, 1)]
     while stack:
         value, depth = stack.pop()
         if isinstance(value, (list, dict)):
-            if depth > limit:
-                raise JsonFormError(f"$: the JSON nests arrays and objects more than {limit} levels deep")
+            if depth > MAX_DEPTH:
+                raise error(too_deep)
             stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
 
 
@@ -68,21 +71,24 @@ def loads(text: str) -> dict:
     """Parse a JSON description: a ``JsonFormError`` for malformed text, a key
     given twice in one object (JSON would keep the last silently), integers
     too long to read, nesting deeper than ``MAX_DEPTH``, and anything but an object."""
-    return parse_object(text, parse_int=parse_int, object_pairs_hook=_unique_keys)
+    return parse_object(text, parse_int=parse_int, object_pairs_hook=unique_keys(
+        JsonFormError, lambda key: json.dumps(key)[:80], "the second would silently replace the first"))
 
 
-def _unique_keys(pairs) -> dict:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen = set()
-        key = next(k for k, _ in pairs if k in seen or seen.add(k))
-        raise JsonFormError(f"malformed JSON: the key {json.dumps(key)[:80]} appears twice in one object (the "
-                            f"second would silently replace the first)")
-    return out
+def unique_keys(error, quote, why: str):
+    """A JSON ``object_pairs_hook`` refusing a key given twice in one object:
+    ``error`` naming the first repeated key (``quote(key)``) and ``why``."""
+    def hook(pairs) -> dict:
+        out = dict(pairs)
+        if len(out) != len(pairs):
+            seen = set()
+            key = next(k for k, _ in pairs if k in seen or seen.add(k))
+            raise error(f"malformed JSON: the key {quote(key)} appears twice in one object ({why})")
+        return out
+    return hook
 
 
-def parse_object(text: str, what: str = "$: a description", error=JsonFormError,
-                 too_deep: str = f"$: the JSON nests arrays and objects more than {MAX_DEPTH} levels deep",
+def parse_object(text: str, what: str = "$: a description", error=JsonFormError, too_deep: str = _TOO_DEEP,
                  **hooks) -> dict:
     """``json.loads(text, **hooks)``, which must be an object (``what``) of at
     most ``MAX_DEPTH`` levels (else ``error(too_deep)``)."""
@@ -94,10 +100,7 @@ def parse_object(text: str, what: str = "$: a description", error=JsonFormError,
         raise error(too_deep) from None
     if not isinstance(obj, dict):
         raise error(f"{what} must be a JSON object; got {type_name(obj)}")
-    try:
-        check_depth(obj)
-    except JsonFormError:
-        raise error(too_deep) from None
+    check_depth(obj, error, too_deep)
     return obj
 
 
@@ -199,6 +202,11 @@ def open_checked(path, fail):
     if f is None:
         fail("kind", kind)
     return f
+
+
+#: The memory limit unless told otherwise (``max_bytes``, --max-bytes; 2 GiB): what
+#: ``opendml run`` may touch, what a DxDispatch model's resources may take.
+DEFAULT_MAX_BYTES = 2 << 30
 
 
 def text_limit(max_bytes: int) -> int:

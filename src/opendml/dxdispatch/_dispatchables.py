@@ -15,8 +15,8 @@ from ..model._checks import UINT32_MAX
 from ..model.data_type import DataType
 from ..model.errors import BindingError, DmlError, UnsupportedError
 from ..model.tensor_desc import TensorFlags
-from ..ops import OPERATORS, Float, ScalarUnion, Struct
-from ._read import (_DATA_TYPES, _OPERATOR_ALIASES, _OTHER_DISPATCHABLES, OPERATOR_TYPES, ModelError, _check_keys,
+from ..ops import ALIASES, OPERATORS, Float, ScalarUnion, Struct
+from ._read import (_DATA_TYPES, _OTHER_DISPATCHABLES, OPERATOR_TYPES, ModelError, _check_keys,
                     _data_type, _float_values, _float_word, _model_path, _q, _short, _string, _type_name, _uint)
 
 # -- dispatchables -----------------------------------------------------------------------
@@ -29,7 +29,7 @@ def _operator_class(type_name, where: str):
         raise UnsupportedError(f"{where}: {_OTHER_DISPATCHABLES[type_name.lower()]} (type {_short(type_name)}) "
                                f"are not supported by opendml; it runs DirectML operators")
     name = type_name.removeprefix("DML_OPERATOR_")
-    name = _OPERATOR_ALIASES.get(name, name)
+    name = ALIASES.get(name, name)          # the old names DirectML.h keeps (SCATTER)
     if name in OPERATORS:
         return OPERATORS[name]
     if name in OPERATOR_TYPES and name != "INVALID":
@@ -261,19 +261,15 @@ def _slot_bindings(d: _Dispatchable, bindings, resources: dict, where: str, *, i
         tensors = d.tensors[slot.json]
         at = f"{where}.{slot.json}"
         given = bindings.get(slot.json)
-        if init:
-            if not (slot.json in d.owned):
-                if given is not None:
-                    raise ModelError(f"{at}: only OWNED_BY_DML inputs are bound at initialisation (the "
-                                     f"dispatchable's bindings); bind {slot.json} in a dispatch command")
-                if slot.role == "input":
-                    inputs.extend([None] * len(tensors))
-                continue
-        elif slot.json in d.owned:
+        if init != (slot.json in d.owned):      # bound at the other time (an owned input: at initialisation)
+            if given is not None and init:
+                raise ModelError(f"{at}: only OWNED_BY_DML inputs are bound at initialisation (the "
+                                 f"dispatchable's bindings); bind {slot.json} in a dispatch command")
             if given is not None:
                 raise BindingError(f"{at}: the tensor is OWNED_BY_DML: DirectML binds it once, at initialisation "
                                    f"(the dispatchable's \"bindings\"), and nothing at execution")
-            inputs.extend([None] * len(tensors))   # bound once at initialisation
+            if slot.role == "input":
+                inputs.extend([None] * len(tensors))
             continue
         if slot.json not in bindings:
             if not tensors:

@@ -10,7 +10,6 @@ from ..device import Device
 from ..model.tensor_desc import TensorFlags
 from ..jsonform import default_input, from_json, json_arrays, to_json
 
-# -- the bundled examples as models ----------------------------------------------------------
 
 def _json_number(v):
     """A value as a model writes it: non-finite floats as DxDispatch's strings,
@@ -107,10 +106,5 @@ def example_outputs(example: dict, results: dict[str, np.ndarray]) -> list[tuple
     desc = from_json(example)
     _, out_names = _example_names(desc)
     expected = _example_arrays(example, "ExpectedOutput", desc, "output")
-    out = []
-    for name, t, want in zip(out_names, desc.outputs, expected):
-        raw = results[name].view(np.uint8)
-        scratch = Device("cpu").create_buffer(max(raw.size, 4))
-        scratch.write(raw)
-        out.append((name, scratch.read(t), want))
-    return out
+    return [(name, Device("cpu").upload(results[name].view(np.uint8)).read(t), want)
+            for name, t, want in zip(out_names, desc.outputs, expected)]

@@ -9,16 +9,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..jsonform import MAX_DEPTH, check_depth, check_keys, parse_int, parse_object, read_regular
-from ..jsonform import text_limit as model_limit
+from ..jsonform import (DEFAULT_MAX_BYTES, MAX_DEPTH, check_depth, check_keys, parse_int, parse_object, read_regular,
+                        text_limit as model_limit, unique_keys)
 from ..model._checks import UINT64_MAX, json_text, type_name as _type_name
 from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import ValidationError
-from ..ops import ALIASES as _OPERATOR_ALIASES  # noqa: F401 - the old names DirectML.h keeps (SCATTER)
 from ..ops._spec import DOUBLE_MAX, OPERATOR_TYPES  # noqa: F401 - dxdispatch's name of the table
-
-#: Memory a model may allocate for its resources unless told otherwise (2 GiB).
-DEFAULT_MAX_BYTES = 2 << 30
 
 #: The dispatchable types of DxDispatch that are not DirectML operators.
 _OTHER_DISPATCHABLES = {"hlsl": "HLSL compute shaders", "onnx": "ONNX models",
@@ -42,16 +38,6 @@ def _q(name: str) -> str:
 
 
 # -- reading the JSON --------------------------------------------------------------------
-
-def _no_duplicates(pairs):
-    out = {}
-    for k, v in pairs:
-        if k in out:
-            raise ModelError(f"malformed JSON: the key {_q(k)} appears twice in one object (names in a model "
-                             f"must be unique)")
-        out[k] = v
-    return out
-
 
 def _no_constant(name: str):
     raise ModelError(f"malformed JSON: {name} is not a JSON number; a float value may be the string \"nan\", "
@@ -79,7 +65,7 @@ def loads(text: str) -> dict:
     return parse_object(text, "a model", ModelError,
                         f"malformed JSON: arrays and objects nest more than {MAX_DEPTH} levels deep",
                         parse_int=lambda text: parse_int(text, ModelError), parse_float=_parse_float, parse_constant=_no_constant,
-                        object_pairs_hook=_no_duplicates)
+                        object_pairs_hook=unique_keys(ModelError, _q, "names in a model must be unique"))
 
 
 def load(model, base_dir: str | os.PathLike | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES

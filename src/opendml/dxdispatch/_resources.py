@@ -19,8 +19,6 @@ from ..jsonform import NpyError, npy_header, open_checked
 from ._read import (_DATA_TYPES, ModelError, _array_values, _check_keys, _data_type, _model_path, _q, _scalar,
                     _short, _type_name, _uint)
 
-# -- resources ---------------------------------------------------------------------------
-
 _RESOURCE_FIELDS = ("type", "initialValues", "initialValuesDataType", "initialValuesOffsetInBytes", "sizeInBytes",
                     "resampleSize", "resampleMode")
 _MIXED_TYPES = ("FLOAT32", "FLOAT64", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64")

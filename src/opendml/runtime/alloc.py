@@ -29,7 +29,7 @@ import numpy as np
 
 from ..model.errors import ValidationError
 
-__all__ = ["AllocationError", "output", "allocation_error", "nbytes_of"]
+__all__ = ["AllocationError", "output", "allocation_error"]
 
 
 class AllocationError(ValidationError, MemoryError):
@@ -43,11 +43,6 @@ def _human(n: int) -> str:
     return f"{n} bytes"
 
 
-def nbytes_of(shape, itemsize: int) -> int:
-    """Bytes of a packed array of ``shape`` (Python integers: no overflow)."""
-    return math.prod(int(s) for s in shape) * int(itemsize)
-
-
 def allocation_error(what: str, shape, dtype, device: str = "the CPU", part: str = "the output") -> AllocationError:
     """The error for ``part`` (the output, or scratch memory of its size) of
     ``shape`` and ``dtype`` (a NumPy dtype) that ``what`` (an operation's
@@ -55,7 +50,7 @@ def allocation_error(what: str, shape, dtype, device: str = "the CPU", part: str
     ``device``."""
     shape = tuple(int(s) for s in shape)
     dtype = np.dtype(dtype)
-    n = nbytes_of(shape, dtype.itemsize)
+    n = math.prod(shape) * dtype.itemsize
     size = f"{n} bytes" if n < 1024 else f"{n} bytes ({_human(n)})"
     return AllocationError(f"{what}: cannot allocate {part} of shape {shape} {dtype.name}: {size} on {device}")
 
@@ -65,7 +60,7 @@ def output(what: str, shape, dtype, allocate: Callable[..., Any], *, device: str
     """``allocate(shape, dtype)`` (``dtype`` a NumPy dtype), or an
     ``AllocationError`` where it fails for lack of memory (a ``MemoryError``
     or one of ``errors``) or the size exceeds what any allocator can address."""
-    if nbytes_of(shape, np.dtype(dtype).itemsize) > sys.maxsize:
+    if math.prod(int(s) for s in shape) * np.dtype(dtype).itemsize > sys.maxsize:    # (Python ints: no overflow)
         raise allocation_error(what, shape, dtype, device, part)
     try:
         return allocate(shape, dtype)

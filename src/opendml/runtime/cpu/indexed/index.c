@@ -305,11 +305,6 @@ static inline int walk_next(const idx_params* p, int64_t last, int64_t* pos, int
         }                                                                                         \
     }
 
-typedef struct {
-    int64_t type[IDX_MAX_AXES], stride[IDX_MAX_AXES], bound[IDX_MAX_AXES], mode[IDX_MAX_AXES],
-        skip[IDX_MAX_AXES], axis[IDX_MAX_AXES], istep[IDX_MAX_AXES];
-} axis_locals;
-
 /* Every dimension outer (one element per position), plain copies or skips: the parameters in locals (the
  * destination's char writes would otherwise make the compiler reload them), the innermost dimension in one loop. The
  * reach was checked. */
