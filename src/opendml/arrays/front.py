@@ -654,23 +654,15 @@ class _OnDynamo(importlib.abc.MetaPathFinder):
 
 def _on_dynamo(module) -> None:
     """Tell ``torch._dynamo``, now imported, which functions enter a graph whole (those registered so far and
-    later), and what it traces in the place of those with arguments read as enum members."""
+    later), and what it traces in the place of those with arguments read as enum members: where a traced
+    frame calls the function, its stand-in (``torch.compiler.substitute_in_graph``: an eager call runs the
+    function as it is)."""
     def enter(f):
         module.allow_in_graph(f)
         if f in _STAND_INS:
-            _substitute(*_STAND_INS[f])
+            fn, traced = _STAND_INS[f]
+            importlib.import_module("torch.compiler").substitute_in_graph(fn)(traced)
     _dispatch.on_enter_graph_whole(enter)
-
-
-def _substitute(fn, traced) -> None:
-    """Dynamo traces ``traced`` where a traced frame calls ``fn`` (``torch.compiler.substitute_in_graph``:
-    an eager call runs ``fn`` as it is). A PyTorch without it (before 2.5) takes ``fn`` whole, as the other
-    functions: an ``IntEnum`` member then enters the graph as its int."""
-    compiler = importlib.import_module("torch.compiler")
-    if hasattr(compiler, "substitute_in_graph"):
-        compiler.substitute_in_graph(fn)(traced)
-    else:                                               # pragma: no cover - PyTorch before 2.5
-        sys.modules["torch._dynamo"].allow_in_graph(fn)
 
 
 if "torch._dynamo" in sys.modules:

@@ -309,7 +309,7 @@ def through_op(x, call):
                 return op(x if reshape is None else x.reshape(reshape), *args)
         call.describe_arrays([dtype], [x.shape])       # (validated: the array API's errors)
     else:
-        _validate_hinted(x, call)
+        _validate_hinted(x, call.name, call.args)
     name, lists, reshape = _operator(call.name).framework_call(shape, call.args, _ints)
     op, args = bind_op(ops, name, lists)
     if memo is not None:
@@ -319,15 +319,16 @@ def through_op(x, call):
     return op(x if reshape is None else x.reshape(reshape), *args)
 
 
-def _validate_hinted(x, call) -> None:
-    """A call on symbolic sizes or arguments validated for their hints (their values in the call being
-    traced, read without a guard), so that bad values are the array API's error, not the framework form's."""
+def _validate_hinted(x, name: str, args) -> None:
+    """A call of ``name`` on symbolic sizes or arguments validated for their hints (their values in the call
+    being traced, read without a guard), so that bad values are the array API's error, not the framework
+    form's."""
     shape = [dynamic._hint(n) for n in x.shape]
-    args = [[dynamic._hint(n) for n in a] if _is_sequence(a) else dynamic._hint(a) if isinstance(a, torch.SymInt)
-            else a for a in call.args]
-    if None not in shape and all(a is not None or b is None for a, b in zip(args, call.args)) and \
-            all(None not in a for a in args if _is_sequence(a)):
-        _in_mode(_DESCRIBE, getattr(api, call.name), x.new_empty(shape), *args)
+    hinted = [[dynamic._hint(n) for n in a] if _is_sequence(a) else dynamic._hint(a) if isinstance(a, torch.SymInt)
+              else a for a in args]
+    if None not in shape and all(h is not None or a is None for h, a in zip(hinted, args)) and \
+            all(None not in h for h in hinted if _is_sequence(h)):
+        _in_mode(_DESCRIBE, getattr(api, name), x.new_empty(shape), *hinted)
 
 
 def _ints(value, d: int = 0) -> list:
@@ -367,17 +368,14 @@ def _kernel_of(name: str):
 
 def _fake_of(name: str):
     """A packed fake output: the validated description's sizes, or the shape rule's on symbolic sizes or
-    arguments, the description validated first for their hints (their values in the call being traced,
-    read without a guard), so that bad values are the array API's error, not the rule's."""
+    arguments, validated first for their hints (``_validate_hinted``)."""
     rule = _operator(name).output_sizes_of
 
     def fake(x, *args):
         numpy_dtype(x, name)
         if _concrete(x.shape) and all(_concrete(a) for a in args):
             return x.new_empty(_in_mode(_DESCRIBE, getattr(api, name), x, *args).output_tensor.sizes)
-        shape, hinted = [dynamic._hint(n) for n in x.shape], [[dynamic._hint(n) for n in a] for a in args]
-        if None not in shape and all(None not in a for a in hinted):
-            _in_mode(_DESCRIBE, getattr(api, name), x.new_empty(shape), *hinted)
+        _validate_hinted(x, name, args)
         return x.new_empty(rule(tuple(x.shape), *args))
     fake.__name__ = f"{name}_fake"
     return fake

@@ -63,11 +63,10 @@ def _source_digest(root: pathlib.Path = pathlib.Path(__file__).resolve().parents
 
 
 def _tag_compile_caches() -> None:
-    """Append opendml's tag to ``torch.compiler.config.cache_key_tag`` (once; none in a PyTorch without it)."""
-    config = getattr(getattr(torch, "compiler", None), "config", None)
-    tag = getattr(config, "cache_key_tag", None)
-    ours = f"opendml-{_source_digest()}"
-    if isinstance(tag, str) and ours not in tag.split(";"):
+    """Append opendml's tag to ``torch.compiler.config.cache_key_tag`` (once)."""
+    config, ours = torch.compiler.config, f"opendml-{_source_digest()}"
+    tag = config.cache_key_tag
+    if ours not in tag.split(";"):
         config.cache_key_tag = f"{tag};{ours}" if tag else ours
 
 
