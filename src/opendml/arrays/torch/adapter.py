@@ -40,7 +40,7 @@ from ...ops._spec import binding_of
 from ...ops.fold import _is_sequence
 from ...runtime import calls
 from ...runtime.config import config
-from .._contract import torch_compiling
+from .._contract import OPERATOR_OF, torch_compiling
 from .._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
 from .. import _dispatch
 from . import dynamic, inductor as torch_inductor, library, node as torch_node
@@ -107,11 +107,6 @@ calls.register_torch(torch.Tensor, torch.is_grad_enabled, _dispatch_modes, _not_
 
 
 # -- eager autograd route ----------------------------------------------------------------------------
-
-def _operator(name: str):
-    """The operator class of an array-API function (``slice_grad`` -> SLICE_GRAD)."""
-    return OPERATORS[name.upper()]
-
 
 def _batched(cls, fn, x, args):
     """``fn`` on ``x`` with a leading batch axis, as ``cls.batched_args`` declares: arguments taking
@@ -310,7 +305,7 @@ def through_op(x, call):
         call.describe_arrays([dtype], [x.shape])       # (validated: the array API's errors)
     else:
         _validate_hinted(x, call.name, call.args)
-    name, lists, reshape = _operator(call.name).framework_call(shape, call.args, _ints)
+    name, lists, reshape = OPERATOR_OF[call.name].framework_call(shape, call.args, _ints)
     op, args = bind_op(ops, name, lists)
     if memo is not None:
         if len(_ROUTES) >= 1024:
@@ -369,7 +364,7 @@ def _kernel_of(name: str):
 def _fake_of(name: str):
     """A packed fake output: the validated description's sizes, or the shape rule's on symbolic sizes or
     arguments, validated first for their hints (``_validate_hinted``)."""
-    rule = _operator(name).output_sizes_of
+    rule = OPERATOR_OF[name].output_sizes_of
 
     def fake(x, *args):
         numpy_dtype(x, name)
@@ -390,11 +385,11 @@ def _gradient_of(name: str):
     """The gradient formula ``gradient(sizes, args, ops, grad)``: x's gradient from x's ``sizes``, the
     call's other ``args`` and its output's ``grad``, over an operator table (``ops``: the custom operators
     or the C++ ones)."""
-    cls = _operator(name)
+    cls = OPERATOR_OF[name]
 
     def gradient(sizes, args, ops, grad):
         adjoint, adjoint_args, reshape = cls.adjoint_call(tuple(sizes), tuple(args))
-        op, lists, grad_shape = _operator(adjoint).framework_call(tuple(grad.shape), adjoint_args, _ints)
+        op, lists, grad_shape = OPERATOR_OF[adjoint].framework_call(tuple(grad.shape), adjoint_args, _ints)
         out = call_op(ops, op, grad if grad_shape is None else grad.reshape(grad_shape), *lists)
         return out if reshape is None else out.reshape(reshape)
     return gradient
@@ -402,7 +397,7 @@ def _gradient_of(name: str):
 
 def _rule_of(name: str):
     """rule(op): op's batching rule."""
-    cls = _operator(name)
+    cls = OPERATOR_OF[name]
 
     def rule_of(op):
         def rule(info, in_dims, x, *args):
