@@ -66,7 +66,7 @@ def _tag_compile_caches() -> None:
     """Append opendml's tag to ``torch.compiler.config.cache_key_tag`` (once)."""
     config, ours = torch.compiler.config, f"opendml-{_source_digest()}"
     tag = config.cache_key_tag
-    if ours not in tag.split(";"):
+    if isinstance(tag, str) and ours not in tag.split(";"):
         config.cache_key_tag = f"{tag};{ours}" if tag else ours
 
 
