@@ -55,8 +55,9 @@ Ints = Union[int, Sequence[int]]
 
 # -- frameworks: one adapter each ------------------------------------------------------------------
 
-#: Framework module (``_dispatch.FRAMEWORKS``) -> opendml's adapter module for it.
-_ADAPTERS = {"torch": "torch.adapter", "cupy": "cupy_adapter", "jax": "jax_adapter", "dask.array": "dask_adapter"}
+#: ``_dispatch.framework_of``'s name of a framework -> opendml's adapter module for it.
+_ADAPTERS = {"numpy": "numpy_adapter", "torch": "torch.adapter", "cupy": "cupy_adapter", "jax": "jax_adapter",
+             "dask.array": "dask_adapter"}
 
 #: Adapter per array type already seen (types are few; lookups are per call).
 _BY_TYPE: dict = {}
@@ -72,8 +73,6 @@ def adapter_for(x, function: str = "array API", argument: str = "x"):
     kind = _contract.framework_of(x)
     if kind is None:
         raise _contract.not_an_array(x, function, argument)
-    if kind == "numpy":
-        return _BY_TYPE.setdefault(type(x), numpy_adapter)
     return _BY_TYPE.setdefault(type(x), importlib.import_module(f"{__package__}.{_ADAPTERS[kind]}"))
 
 
