@@ -52,17 +52,16 @@ import builtins
 import dataclasses
 import functools
 import inspect
-from typing import Any, Sequence, Union
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from . import arrays as _arrays
 from .arrays import _contract
+from .arrays.front import Ints
 from .arrays.jax_adapter import SUPPORTED_DTYPES, lax_fold, lax_slice1, lax_slice_grad, lax_unfold
 from .model import errors as _errors
-
-Ints = Union[int, Sequence[int]]
 
 
 def _jax(x, where: str, name: str) -> jax.Array:

@@ -32,10 +32,9 @@ front = types.SimpleNamespace()
 #: rank.
 READABLE: dict = {}
 
-#: The array API functions that a ``torch.compile`` graph takes whole (the
-#: data-movement family's and the index-driven operators'), registered by the
-#: modules defining them (``enter_graph_whole``); the PyTorch route marks each
-#: one (``on_enter_graph_whole``) without importing those modules.
+#: The array API functions that a ``torch.compile`` graph takes whole, registered
+#: by the front as it binds each (``enter_graph_whole``), which marks each for
+#: Dynamo once Dynamo is imported (``on_enter_graph_whole``).
 WHOLE_IN_GRAPH: list = []
 _WHOLE_HOOKS: list = []
 

@@ -6,12 +6,9 @@ call cache is recorded there (its launches) and the next such call is served
 from C (``runtime/calls.py``), which this module gives CuPy's allocator,
 current device and current stream; a never-seen shape the front offers the
 C new-shape route first is lowered, allocated, launched and recorded in one
-C call, whichever of CuPy and PyTorch was imported first.
-
-An array whose data pointer is not a multiple of its item size (made at an
-odd offset of a raw allocation) is refused with ``UnsupportedError`` naming
-the pointer, before anything reads it; an output the allocator cannot give
-raises ``AllocationError`` (``runtime/alloc.py``)."""
+C call, whichever of CuPy and PyTorch was imported first. The errors are
+``cuda.move``'s: a data pointer not a multiple of the item size (an odd
+offset of a raw allocation), an output the allocator cannot give."""
 from __future__ import annotations
 
 import cupy

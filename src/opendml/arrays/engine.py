@@ -38,12 +38,9 @@ NEW_SETTINGS: tuple = (None, None, None, {})
 
 
 def new_settings() -> tuple:
-    """``NEW_SETTINGS`` as in force now, read again where the generation changed (the settings first read
-    here where no call read them yet)."""
+    """``NEW_SETTINGS`` read again (its callers call it where the generation changed, or no call read them
+    yet)."""
     global NEW_SETTINGS
-    state = NEW_SETTINGS
-    if state[0] == _generation_now():
-        return state
     since = _calls.generation()             # before any setting is read
     backend = get_backend("cpu")
     NEW_SETTINGS = state = (since, backend, None if backend._native is None else backend.plain_conf, vars(backend))

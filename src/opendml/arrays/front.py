@@ -55,8 +55,9 @@ Ints = Union[int, Sequence[int]]
 
 # -- frameworks: one adapter each ------------------------------------------------------------------
 
-#: Framework module (``_dispatch.FRAMEWORKS``) -> opendml's adapter module for it.
-_ADAPTERS = {"torch": "torch.adapter", "cupy": "cupy_adapter", "jax": "jax_adapter", "dask.array": "dask_adapter"}
+#: ``_dispatch.framework_of``'s name of a framework -> opendml's adapter module for it.
+_ADAPTERS = {"numpy": "numpy_adapter", "torch": "torch.adapter", "cupy": "cupy_adapter", "jax": "jax_adapter",
+             "dask.array": "dask_adapter"}
 
 #: Adapter per array type already seen (types are few; lookups are per call).
 _BY_TYPE: dict = {}
@@ -72,8 +73,6 @@ def adapter_for(x, function: str = "array API", argument: str = "x"):
     kind = _contract.framework_of(x)
     if kind is None:
         raise _contract.not_an_array(x, function, argument)
-    if kind == "numpy":
-        return _BY_TYPE.setdefault(type(x), numpy_adapter)
     return _BY_TYPE.setdefault(type(x), importlib.import_module(f"{__package__}.{_ADAPTERS[kind]}"))
 
 
@@ -654,23 +653,15 @@ class _OnDynamo(importlib.abc.MetaPathFinder):
 
 def _on_dynamo(module) -> None:
     """Tell ``torch._dynamo``, now imported, which functions enter a graph whole (those registered so far and
-    later), and what it traces in the place of those with arguments read as enum members."""
+    later), and what it traces in the place of those with arguments read as enum members: where a traced
+    frame calls the function, its stand-in (``torch.compiler.substitute_in_graph``: an eager call runs the
+    function as it is)."""
     def enter(f):
         module.allow_in_graph(f)
         if f in _STAND_INS:
-            _substitute(*_STAND_INS[f])
+            fn, traced = _STAND_INS[f]
+            importlib.import_module("torch.compiler").substitute_in_graph(fn)(traced)
     _dispatch.on_enter_graph_whole(enter)
-
-
-def _substitute(fn, traced) -> None:
-    """Dynamo traces ``traced`` where a traced frame calls ``fn`` (``torch.compiler.substitute_in_graph``:
-    an eager call runs ``fn`` as it is). A PyTorch without it (before 2.5) takes ``fn`` whole, as the other
-    functions: an ``IntEnum`` member then enters the graph as its int."""
-    compiler = importlib.import_module("torch.compiler")
-    if hasattr(compiler, "substitute_in_graph"):
-        compiler.substitute_in_graph(fn)(traced)
-    else:                                               # pragma: no cover - PyTorch before 2.5
-        sys.modules["torch._dynamo"].allow_in_graph(fn)
 
 
 if "torch._dynamo" in sys.modules:

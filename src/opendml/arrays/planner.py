@@ -240,10 +240,9 @@ def kernel_steps(backend, plan, srcs, dsts, tuned: bool = False):
     ``kind`` as ``runtime.calls.put_move`` takes it (0 a move copy, 1 a move
     fill, ``TUNED`` + the kernel's code where ``tuned`` (the first five) and
     the plan is one tuned pass: its copy, windows, window_sums or scatter kernel, as
-    ``CpuBackend.runner`` gives it); None where a pass has no compiled kernel."""
-    build = getattr(type(backend), "_native_move_pass", None)
-    native = getattr(backend, "_native", None)
-    if build is None or native is None:
+    ``CpuBackend.runner`` gives it); None where a pass has no compiled kernel (or the backend runs the NumPy
+    kernels)."""
+    if backend._native is None:
         return None
     if tuned and plan.kernel_plan() is not None:
         run = backend.runner(plan)
@@ -257,11 +256,8 @@ def kernel_steps(backend, plan, srcs, dsts, tuned: bool = False):
     for p in plan.passes:
         if p.count == 0:
             continue
-        try:
-            got = build(capture, plan, p, srcs, dsts)
-        except (AttributeError, TypeError):       # a backend built otherwise: replay through prepare
-            return None
-        if not isinstance(got, tuple) or got[0] is not native.move:
+        got = type(backend)._native_move_pass(capture, plan, p, srcs, dsts)     # (kernel, bytes, threads)
+        if got is None:
             return None
         fill = isinstance(p, Fill)
         steps.append((got[0], got[1], got[2], int(fill), p.dst if fill else p.src, p.dst))

@@ -40,7 +40,7 @@ from ...ops._spec import binding_of
 from ...ops.fold import _is_sequence
 from ...runtime import calls
 from ...runtime.config import config
-from .._contract import torch_compiling
+from .._contract import OPERATOR_OF, torch_compiling
 from .._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
 from .. import _dispatch
 from . import dynamic, inductor as torch_inductor, library, node as torch_node
@@ -107,11 +107,6 @@ calls.register_torch(torch.Tensor, torch.is_grad_enabled, _dispatch_modes, _not_
 
 
 # -- eager autograd route ----------------------------------------------------------------------------
-
-def _operator(name: str):
-    """The operator class of an array-API function (``slice_grad`` -> SLICE_GRAD)."""
-    return OPERATORS[name.upper()]
-
 
 def _batched(cls, fn, x, args):
     """``fn`` on ``x`` with a leading batch axis, as ``cls.batched_args`` declares: arguments taking
@@ -309,8 +304,8 @@ def through_op(x, call):
                 return op(x if reshape is None else x.reshape(reshape), *args)
         call.describe_arrays([dtype], [x.shape])       # (validated: the array API's errors)
     else:
-        _validate_hinted(x, call)
-    name, lists, reshape = _operator(call.name).framework_call(shape, call.args, _ints)
+        _validate_hinted(x, call.name, call.args)
+    name, lists, reshape = OPERATOR_OF[call.name].framework_call(shape, call.args, _ints)
     op, args = bind_op(ops, name, lists)
     if memo is not None:
         if len(_ROUTES) >= 1024:
@@ -319,15 +314,16 @@ def through_op(x, call):
     return op(x if reshape is None else x.reshape(reshape), *args)
 
 
-def _validate_hinted(x, call) -> None:
-    """A call on symbolic sizes or arguments validated for their hints (their values in the call being
-    traced, read without a guard), so that bad values are the array API's error, not the framework form's."""
+def _validate_hinted(x, name: str, args) -> None:
+    """A call of ``name`` on symbolic sizes or arguments validated for their hints (their values in the call
+    being traced, read without a guard), so that bad values are the array API's error, not the framework
+    form's."""
     shape = [dynamic._hint(n) for n in x.shape]
-    args = [[dynamic._hint(n) for n in a] if _is_sequence(a) else dynamic._hint(a) if isinstance(a, torch.SymInt)
-            else a for a in call.args]
-    if None not in shape and all(a is not None or b is None for a, b in zip(args, call.args)) and \
-            all(None not in a for a in args if _is_sequence(a)):
-        _in_mode(_DESCRIBE, getattr(api, call.name), x.new_empty(shape), *args)
+    hinted = [[dynamic._hint(n) for n in a] if _is_sequence(a) else dynamic._hint(a) if isinstance(a, torch.SymInt)
+              else a for a in args]
+    if None not in shape and all(h is not None or a is None for h, a in zip(hinted, args)) and \
+            all(None not in h for h in hinted if _is_sequence(h)):
+        _in_mode(_DESCRIBE, getattr(api, name), x.new_empty(shape), *hinted)
 
 
 def _ints(value, d: int = 0) -> list:
@@ -367,17 +363,14 @@ def _kernel_of(name: str):
 
 def _fake_of(name: str):
     """A packed fake output: the validated description's sizes, or the shape rule's on symbolic sizes or
-    arguments, the description validated first for their hints (their values in the call being traced,
-    read without a guard), so that bad values are the array API's error, not the rule's."""
-    rule = _operator(name).output_sizes_of
+    arguments, validated first for their hints (``_validate_hinted``)."""
+    rule = OPERATOR_OF[name].output_sizes_of
 
     def fake(x, *args):
         numpy_dtype(x, name)
         if _concrete(x.shape) and all(_concrete(a) for a in args):
             return x.new_empty(_in_mode(_DESCRIBE, getattr(api, name), x, *args).output_tensor.sizes)
-        shape, hinted = [dynamic._hint(n) for n in x.shape], [[dynamic._hint(n) for n in a] for a in args]
-        if None not in shape and all(None not in a for a in hinted):
-            _in_mode(_DESCRIBE, getattr(api, name), x.new_empty(shape), *hinted)
+        _validate_hinted(x, name, args)
         return x.new_empty(rule(tuple(x.shape), *args))
     fake.__name__ = f"{name}_fake"
     return fake
@@ -392,11 +385,11 @@ def _gradient_of(name: str):
     """The gradient formula ``gradient(sizes, args, ops, grad)``: x's gradient from x's ``sizes``, the
     call's other ``args`` and its output's ``grad``, over an operator table (``ops``: the custom operators
     or the C++ ones)."""
-    cls = _operator(name)
+    cls = OPERATOR_OF[name]
 
     def gradient(sizes, args, ops, grad):
         adjoint, adjoint_args, reshape = cls.adjoint_call(tuple(sizes), tuple(args))
-        op, lists, grad_shape = _operator(adjoint).framework_call(tuple(grad.shape), adjoint_args, _ints)
+        op, lists, grad_shape = OPERATOR_OF[adjoint].framework_call(tuple(grad.shape), adjoint_args, _ints)
         out = call_op(ops, op, grad if grad_shape is None else grad.reshape(grad_shape), *lists)
         return out if reshape is None else out.reshape(reshape)
     return gradient
@@ -404,7 +397,7 @@ def _gradient_of(name: str):
 
 def _rule_of(name: str):
     """rule(op): op's batching rule."""
-    cls = _operator(name)
+    cls = OPERATOR_OF[name]
 
     def rule_of(op):
         def rule(info, in_dims, x, *args):

@@ -292,9 +292,8 @@ def _family_tangent(primals, tangents, args):
 
 #: A checked index call reads its indices' extremes back to the host, which a CUDA graph's capture refuses (and
 #: a replay would skip): Inductor's CUDA graphs (``mode="reduce-overhead"``) leave ``family`` outside them.
-_UNCAPTURED = tuple(t for t in (getattr(torch.Tag, "cudagraph_unsafe", None),) if t is not None)
 family_op = define("family", "(Tensor[] inputs, str call) -> Tensor[]", _run, _family_fake, _setup,
-                   _family_backward, _family_tangent, tags=_UNCAPTURED)
+                   _family_backward, _family_tangent, tags=(torch.Tag.cudagraph_unsafe,))
 
 
 def _adjoint_run(grads, inputs, call):

@@ -63,10 +63,9 @@ def _source_digest(root: pathlib.Path = pathlib.Path(__file__).resolve().parents
 
 
 def _tag_compile_caches() -> None:
-    """Append opendml's tag to ``torch.compiler.config.cache_key_tag`` (once; none in a PyTorch without it)."""
-    config = getattr(getattr(torch, "compiler", None), "config", None)
-    tag = getattr(config, "cache_key_tag", None)
-    ours = f"opendml-{_source_digest()}"
+    """Append opendml's tag to ``torch.compiler.config.cache_key_tag`` (once)."""
+    config, ours = torch.compiler.config, f"opendml-{_source_digest()}"
+    tag = config.cache_key_tag
     if isinstance(tag, str) and ours not in tag.split(";"):
         config.cache_key_tag = f"{tag};{ours}" if tag else ours
 
@@ -77,9 +76,8 @@ _tag_compile_caches()
 def direct_kernel(op, spec: tuple, split: int):
     """The direct kernel of the C++ operator ``op`` (its kernel spec ``(cached, code, extra, fallback)`` and
     the number of lists its one list argument packs): the call cache's C function ``packed`` (calls.c,
-    call_cache_packed) with them bound, which passes every call the cache does not serve (a first call, a
-    tensor that requires grad with grad mode on, a dispatch mode, a list of the wrong length) to ``op``; ``op``
-    itself without the compiled call cache, which would serve none."""
+    call_cache_packed) with them bound, which passes every call it does not serve (the module's docstring
+    says which) to ``op``; ``op`` itself without the compiled call cache, which would serve none."""
     if _packed is None or spec[0] is not _call:
         return op
     return functools.partial(_packed, spec[1], split, op, tuple(spec[2]))
@@ -87,8 +85,8 @@ def direct_kernel(op, spec: tuple, split: int):
 
 def direct_move(op):
     """The direct kernel of a move operator ``op`` (``(Tensor[] inputs, str desc) -> Tensor[]``): the call
-    cache offered the description's code (``MOVE_CODES``) and the inputs as they are; every call it does not
-    serve (a first call, a tensor autograd must record, a dispatch mode, other inputs) goes to ``op``."""
+    cache offered the description's code (``MOVE_CODES``) and the inputs as they are, every call it does not
+    serve going to ``op``."""
     codes, move = MOVE_CODES, _move
 
     def kernel(inputs, desc):
