@@ -219,7 +219,7 @@ static int plain_step(const kpass *k, const slots *s, odml_move_launch *L) {
     const int64_t es = odml_type_size[k->st];
     const int nd = k->n;
     kpass g;
-    int64_t R, V, X[6], Y[6], blocks;
+    int64_t R = 0, V = 0, X[6], Y[6], blocks;   /* (R, V: set by tile_pass where it returns 1) */
     const int tile = tile_pass(k, es, &g, &R, &V, X, Y);
     const int copy = c->via != 2 && nd <= ODML_MAX_RANK;
     odml_new_plan pl;
