@@ -61,14 +61,10 @@ enum { KIND_MOVE = 4, KIND_EAGER = 5, KIND_MOVE_TORCH = 6, KIND_MOVE_CUPY = 7 };
  * parameter struct passed by value at `params` (the backend's Launch owns it; with no Launch, p.k). src: the
  * input it reads (a fill's is unused: it is given its destination), dst: the output it writes.
  * An index-driven pass (kernel PASS_INDEX, plan.Gather/Scatter and the index functions' copies): on the CPU,
- * index.c's kernel on `index` (an IndexPass); on CUDA, `index` is the kernel's parameter block (index_size
+ * index.c's kernel on `index` (its idx_params); on CUDA, `index` is the kernel's parameter block (index_size
  * bytes, passed by value; the addresses patched in per call: index.c's src and dst, then one per axis from
  * the inputs `slot`), or, with no function, `launch(srcs, dsts, stream)` runs it (the scratch-using modes). */
 enum { PASS_MOVE = ODML_KERNEL_COUNT, PASS_INDEX };
-typedef struct {
-    idx_params p;
-    int64_t src_len, dst_len, idx_len[IDX_MAX_AXES];   /* the bound ranges' elements, fixed by the key */
-} IndexPass;
 typedef struct {
     int kernel, fill, src, dst, threads;
     union {
@@ -81,7 +77,7 @@ typedef struct {
     PyObject *launch;         /* the backend's Launch: launch(src, dst, stream) retries a failed launch and raises;
                                * NULL for an entry call_cache_move_new made (its parameters in p.k or index), whose
                                * failed launch the retry hook (call_cache_cuda_retry) takes over */
-    void *index;              /* PASS_INDEX (PyMem): an IndexPass (CPU) or the CUDA parameter block */
+    void *index;              /* PASS_INDEX (PyMem): its idx_params (CPU) or the CUDA parameter block */
     int checked, index_size, at_src, at_dst, at_idx, naxes, slot[IDX_MAX_AXES];
     int n_flag, at_flag[IDX_MAX_AXES];   /* CUDA, a checked call: where the check's flag address goes in the block */
     int aux;                  /* CUDA index launch: 1 + the output (a zeroed owner table) whose address goes into
@@ -236,9 +232,9 @@ int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_
  * -1 with MemoryError. An input's origin and span (input_layout). */
 int move_pass_ready(Pass *mp, const int64_t *span, const int *in_size, const int64_t *count, const int *out_size,
                     int n_in, int n_out);
-/* Whether index pass mp (its IndexPass given its ranges' lengths here) is well formed and stays inside inputs of
- * `span` elements of `in_size` bytes and outputs of `count` elements of `out_size` bytes, whatever the index values. */
-int index_pass_fits(Pass *mp, IndexPass *ip, const int64_t *span, const int *in_size, const int64_t *count,
+/* Whether index pass mp (its parameters p) is well formed and stays inside inputs of `span` elements of `in_size`
+ * bytes and outputs of `count` elements of `out_size` bytes, whatever the index values. */
+int index_pass_fits(const Pass *mp, const idx_params *p, const int64_t *span, const int *in_size, const int64_t *count,
                     const int *out_size, int n_in, int n_out);
 int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span);
 extern const int move_npy_type[12];

@@ -114,12 +114,12 @@ static PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims6
  * ODML_OK, or ODML_EPARAM where, in a checked pass, an index lay outside its dimension (the Python route then
  * runs the call and raises its error naming the first one: the same error as a call the cache never saw). */
 static int index_pass(const Pass *p, char *const *dsts, const char *const *srcs) {
-    const IndexPass *ip = (const IndexPass *)p->index;
+    const idx_params *ip = (const idx_params *)p->index;
     const char *idx[IDX_MAX_AXES];
     char *dst = dsts[p->dst];
     int bad = 0;
-    for (int64_t a = 0; a < ip->p.naxes; a++) idx[a] = srcs[ip->p.axes[a].slot];
-    odml_index_move(&ip->p, p->src < 0 ? dst : srcs[p->src], dst, idx, &bad);
+    for (int64_t a = 0; a < ip->naxes; a++) idx[a] = srcs[ip->axes[a].slot];
+    odml_index_move(ip, p->src < 0 ? dst : srcs[p->src], dst, idx, &bad);
     return p->checked && bad ? ODML_EPARAM : ODML_OK;
 }
 
@@ -281,9 +281,9 @@ int move_pass_ready(Pass *mp, const int64_t *span, const int *in_size, const int
     return status == ODML_OK ? 1 : status == ODML_ENOMEM ? -1 : 0;
 }
 
-int index_pass_fits(Pass *mp, IndexPass *ip, const int64_t *span, const int *in_size, const int64_t *count,
-                           const int *out_size, int n_in, int n_out) {
-    const idx_params *p = &ip->p;
+int index_pass_fits(const Pass *mp, const idx_params *p, const int64_t *span, const int *in_size, const int64_t *count,
+                    const int *out_size, int n_in, int n_out) {
+    int64_t idx_len[IDX_MAX_AXES];
     if (odml_index_malformed(p, n_in) || mp->dst < 0 || mp->dst >= n_out || p->element_size != out_size[mp->dst] ||
         p->data_type < 1 || p->data_type > 11 || move_type_size[p->data_type] != p->element_size ||
         (mp->src < 0) != (p->has_value != 0) || mp->src >= n_in ||
@@ -291,11 +291,9 @@ int index_pass_fits(Pass *mp, IndexPass *ip, const int64_t *span, const int *in_
         return 0;
     for (int64_t a = 0; a < p->naxes; a++) {
         if (in_size[p->axes[a].slot] != move_type_size[p->axes[a].type]) return 0;
-        ip->idx_len[a] = span[p->axes[a].slot];
+        idx_len[a] = span[p->axes[a].slot];
     }
-    ip->dst_len = count[mp->dst];
-    ip->src_len = mp->src < 0 ? ip->dst_len : span[mp->src];
-    return odml_index_fits(p, ip->src_len, ip->dst_len, ip->idx_len);
+    return odml_index_fits(p, mp->src < 0 ? count[mp->dst] : span[mp->src], count[mp->dst], idx_len);
 }
 
 /* An input's element 0 (its lowest-addressed element) as bytes back from its data pointer, and its span in elements;
@@ -457,8 +455,8 @@ static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObje
         }
         if (kind == 2) {                         /* an index-driven pass: index.c's parameters */
             const int sized = pb.len == (Py_ssize_t)sizeof(idx_params);
-            IndexPass *ip = sized ? PyMem_Calloc(1, sizeof *ip) : NULL;
-            if (ip) memcpy(&ip->p, pb.buf, sizeof ip->p);
+            idx_params *ip = sized ? PyMem_Malloc(sizeof *ip) : NULL;
+            if (ip) memcpy(ip, pb.buf, sizeof *ip);
             PyBuffer_Release(&pb);
             if (!sized) PUT_MOVE_FAIL("an index pass's parameters must be the bytes of idx_params (index.h)");
             if (!(mp->index = ip)) {
