@@ -555,7 +555,6 @@ int plain_args(PyObject *const *args, const char *spec, ...) {
         PyObject *a = args[i];
         if (spec[i] == 'i') rc = exact_int(a, va_arg(v, int64_t *));
         else if (spec[i] == 't') rc = PyTuple_CheckExact(a) ? 0 : -1;
-        else if (spec[i] == 'a') rc = Py_TYPE(a) == &PyArray_Type ? 0 : -1;
     }
     va_end(v);
     return rc;

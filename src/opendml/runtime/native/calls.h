@@ -1,12 +1,6 @@
-/* The call cache's shared parts (calls.c, calls_move.c, calls_move_new.c, calls_packed.c; see calls.c for what the
- * cache is). One entry kind, Entry (below): the outputs to allocate and the passes to run into them. calls.c holds
- * the table, the keys and the hooks; calls_move.c the move program's of every operator (its passes, index.c's and the
- * first five's tuned kernels among them, on NumPy arrays, PyTorch CPU tensors as their views and CUDA memory);
- * calls_move_new.c the one new-shape route of every
- * operator on NumPy arrays, PyTorch tensors and CUDA memory (new_shape, serve_new and cuda_new, which
- * newshape_index.c's route shares; the first five's calls lowered to one tuned pass and recorded as their entries,
- * also at a miss); calls_packed.c Inductor's direct kernel. What they share is declared here; the extension is
- * built with hidden symbol visibility (setup.py), so none of it is exported. */
+/* What the call cache's files share (calls.c: the cache, its table, keys and hooks; calls_move.c: its entries;
+ * calls_move_new.c and newshape_index.c: the new-shape routes; calls_packed.c: Inductor's direct kernel). The
+ * extension is built with hidden symbol visibility (setup.py), so none of it is exported. */
 #ifndef OPENDML_CALLS_H
 #define OPENDML_CALLS_H
 
@@ -211,8 +205,8 @@ int still_planned(PyObject *x, PyObject *planned, int torch);
 int cupy_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
 /* The check of a new-shape function's arguments (calls_move_new.c's, newshape_index.c's): per
  * character of `spec`, args[i] is 'i' an exact int in 64 bits (stored through the next int64_t *),
- * 't' an exact tuple, 'a' an exact ndarray, '.' anything. 0, or -1 with no exception left (the function
- * answers None: the Python route) where one is not, or NumPy's C API is not ready. */
+ * 't' an exact tuple, '.' anything. 0, or -1 with no exception left (the function answers None: the
+ * Python route) where one is not, or NumPy's C API is not ready. */
 int plain_args(PyObject *const *args, const char *spec, ...);
 int numpy_key(Key *k, PyArrayObject *x);
 /* a new shape of one of the first five (a plain lowering) served at a miss under k (calls_move_new.c), or None */

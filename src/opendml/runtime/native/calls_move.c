@@ -7,21 +7,17 @@
 
 /* -- The move program's entries on NumPy arrays (every operator) ------------------------------------ */
 
-/* A call of any operator on exact NumPy arrays: N inputs (join takes a list or tuple of arrays, an index function its
- * arrays as one tuple), M outputs (split returns a list), the move program's passes (move.h's; index.c's; the first
- * five's one tuned kernel) as the recorded work. The key: KIND_MOVE, the operator, each argument (key_move_arg, below;
- * the kinds runtime/calls.py's docstring lists), then the inputs (one array, or a sequence and its length) with their
- * dtype, shape and byte strides.
- * call_cache_put_move checks every pass against the buffers it will be given (the outputs' sizes, each input's element
- * span, the element sizes of the pass's types) and refuses what does not fit, so a bad record cannot make a later call
- * read or write outside a buffer. */
+/* What is recorded and served: runtime/calls.py's put_move. The key: KIND_MOVE, the operator, each argument
+ * (key_move_arg), then the inputs (one array, or a sequence and its length) with their dtype, shape and byte strides.
+ * put_move checks every pass against the buffers it will be given and refuses what does not fit, so a bad record
+ * cannot make a later call read or write outside a buffer. */
 
 #define MAX_STR 32
 
 static PyObject *move_types;            /* a tuple of enum types whose members key by identity */
 
 
-/* A family argument (see above); -1: no key. */
+/* A family argument (the kinds runtime/calls.py's docstring lists); -1: no key. */
 int key_move_arg(Key *k, PyObject *a) {
     int64_t v;
     if (a == Py_None || PyLong_CheckExact(a) || PyList_CheckExact(a) || PyTuple_CheckExact(a)) return key_arg(k, a);
@@ -352,11 +348,9 @@ static int64_t tuned_count(int code, const odml_kernel_params *k) {
 
 #define PUT_MOVE_FAIL(msg) do { PyErr_SetString(PyExc_ValueError, "call_cache_put_move: " msg); goto fail; } while (0)
 
-/* call_cache_put_move(op, x, args, outs, origins, passes, multi, generation[, planned]) on NumPy arrays: the record
- * runtime/calls.py's put_move describes (an index pass's src -1: a constant value; a pass's optional sixth item,
- * checked: whether an index pass's values are the array API's checked indices); whether stored. False (nothing
- * stored) where the call has no key, the cache is off or was dropped since `generation`, an input no longer has its
- * planned (shape, strides) or a pass would reach outside the buffers; ValueError for a malformed record. */
+/* call_cache_put_move on NumPy arrays: runtime/calls.py's put_move (an index pass's src -1: a constant value; a
+ * pass's optional sixth item, checked: whether an index pass's values are the array API's checked indices). False
+ * also where the call has no key; ValueError for a malformed record. */
 static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObject *outs, PyObject *origins,
                           PyObject *passes, int multi, PyObject *planned) {
     Key k;
@@ -645,13 +639,10 @@ PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs) {
 
 /* -- The move program's entries on CUDA memory: PyTorch CUDA tensors and CuPy arrays ------------------- */
 
-/* A call on CUDA memory (arrays/cuda.py's move, from the CuPy and PyTorch adapters) recorded as the kernel launches
- * its move program queued (put_move_cuda's steps), keyed as KIND_MOVE_TORCH or KIND_MOVE_CUPY, the operator, the
- * arguments (key_move_arg), then each input's dtype, shape, strides, device and address class mod 16 (one device for
- * all). A hit (cuda_move) allocates each output through the framework (x.new_empty(shape, dtype=...), CuPy's empty),
- * refuses an output address outside the class the launches were chosen for and queues the launches in order on the
- * framework's current stream. The backend's Launch objects the entry holds own the parameter structures (copied by
- * each launch, so nothing queued reads the entry) and make a failed launch's retry and error. */
+/* What is recorded and served: runtime/calls.py's put_move_cuda. The key: KIND_MOVE_TORCH or KIND_MOVE_CUPY, the
+ * operator, the arguments (key_move_arg), then each input's dtype, shape, strides, device and address class mod 16
+ * (one device for all). The backend's Launch objects the entry holds own the parameter structures (copied by each
+ * launch, so nothing queued reads the entry) and make a failed launch's retry and error. */
 
 /* The framework of x (one array, or the first of a list or tuple): 1 PyTorch, 2 CuPy, else 0. */
 static int cuda_framework(PyObject *x) {
@@ -937,16 +928,10 @@ static int uint_item(PyObject *t, Py_ssize_t i, unsigned long long *v) {
 #define PUT_CUDA_MOVE_FAIL(msg) \
     do { PyErr_SetString(PyExc_ValueError, "call_cache_put_move (CUDA): " msg); goto fail; } while (0)
 
-/* call_cache_put_move(op, x, args, outs, origins, steps, multi, generation) with x PyTorch CUDA tensors or CuPy
- * arrays: outs one (shape, dtype, dst_align) per output (dtype a torch.dtype or NumPy dtype; dst_align the
- * output's address mod 16 the launches were chosen for), origins per input the bytes from its data pointer back
- * to element 0 of its bound range, steps one (function, grid, block, shared, params, src, dst, launch) per kernel
- * launch, in order (src -1: a fill; launch the backend's Launch, which owns the parameter structure at the host
- * address params), or for an index-driven pass (function, grid, block, shared, parameter block bytes, src, dst,
- * IndexPass, (at_src, at_dst, at_idx, slots, flags)) (index_step; function 0: the IndexPass runs it; flags: a
- * checked call's, whose served calls wait for their stream and answer None where an index was out of range). False (nothing stored) where the call has no key, the cache is off or was dropped since
- * `generation`, an input no longer has its `planned` (shape, strides as its framework reads them: PyTorch's
- * x.stride(), CuPy's x.strides), or an origin is outside [0, the input's address]; ValueError for a malformed
+/* call_cache_put_move on PyTorch CUDA tensors or CuPy arrays: runtime/calls.py's put_move_cuda, its steps one
+ * (function, grid, block, shared, params, src, dst, launch) per kernel launch (src -1: a fill; launch the backend's
+ * Launch, which owns the parameter structure at the host address params), or an index-driven pass's (index_step).
+ * False also where the call has no key or an origin is outside [0, the input's address]; ValueError for a malformed
  * record. */
 static PyObject *put_move_cuda(PyObject *op, PyObject *x, PyObject *call_args, PyObject *outs, PyObject *origins,
                                PyObject *steps, int multi, int torch, PyObject *planned) {

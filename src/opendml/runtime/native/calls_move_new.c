@@ -265,16 +265,13 @@ PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, P
     return result;
 }
 
-/* -- a new shape of the first five served at the cache's miss ----------------------------------------
+/* -- a new shape of the first five served at the cache's miss (runtime/calls.py's LOWER_PLAIN) ----------
  *
- * A call_cache_call miss on an exact NumPy array of SLICE, SLICE1, SLICE_GRAD, UNFOLD or FOLD is served in the same
- * C call where the Python route would do nothing else: move_new has run, since the cache was last emptied (every
- * configure() empties it), a call of that operator on an array of the same dtype and rank that its plain lowering
- * (ODML_LOWER_PLAIN) took (so the array API's checks, which read only those, have passed: `templates`, with its
- * lowering number and the CPU backend's conf); the lowering takes the arguments; and the entry fits as tuned_entry
- * requires. Then the call is lowered, run and recorded as move_new does (counted in `plain_served`, which
- * plan_cache_info counts as misses); anything else returns None and takes the Python route, which gives every
- * error. */
+ * Served where the Python route would do nothing else: move_new has run, since the cache was last emptied, a call of
+ * that operator on an array of the same dtype and rank that its plain lowering took (so the array API's checks, which
+ * read only those, have passed: `templates`, with its lowering number and the CPU backend's conf); the lowering takes
+ * the arguments; and the entry fits as tuned_entry requires. Counted in `plain_served`, which plan_cache_info counts
+ * as misses; anything else returns None and takes the Python route, which gives every error. */
 #define MAX_TEMPLATES 64
 static struct { int64_t op; int type, rank, lowering; } templates[MAX_TEMPLATES];
 static int n_templates;
@@ -323,16 +320,11 @@ PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x,
     return out;
 }
 
-/* call_cache_move_new(op, lowering, x, args, generation, conf) -> the output(s), or None
- *
- * A never-seen shape of a family call on exact NumPy arrays (or plain PyTorch CPU tensors, through NumPy views, as
- * call_cache_move serves them) in one C call: the call's C lowering (newshape_move.c; `lowering` its
- * ODML_LOWER_* number with the operator's element types), the passes packed, new outputs, the passes run, and the
- * call recorded as call_cache_put_move records it (where the cache is on and still in `generation`), so the next such
- * call is a hit of call_cache_move. `op`, x (an array, or a list or tuple of arrays) and `args` are what the function
- * offers call_cache_move (the key's); conf is CpuBackend.plain_conf. None, nothing run, wherever the Python route
- * must run the call: the lowering declines (anything but a valid call in its simple forms), an output cannot be
- * allocated (the Python route raises the error naming it), an input changed while the outputs were allocated. */
+/* call_cache_move_new on NumPy arrays (runtime/calls.py's move_new; `lowering` its ODML_LOWER_* number with the
+ * operator's element types): the passes packed, new outputs, the passes run and recorded. None, nothing run,
+ * wherever the Python route must run the call: the lowering declines (anything but a valid call in its simple
+ * forms), an output cannot be allocated (the Python route raises the error naming it), an input changed while the
+ * outputs were allocated. */
 static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
     (void)nargs;
     int64_t lowering, gen, c[5];
