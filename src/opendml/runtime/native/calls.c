@@ -597,23 +597,17 @@ PyObject *take_outputs(PyObject **outs, int n, int multi) {
     return result;
 }
 
+PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssize_t nargs);   /* (calls_move.c) */
+
+/* call_cache_move's entries, x one array (a list or tuple is not served); a NumPy array's miss served as a new shape
+ * where numpy_plain can */
 PyObject *odml_py_call_cache_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
+    PyTypeObject *type = nargs < 2 ? NULL : Py_TYPE(args[1]);
 #ifdef ODML_NUMPY
-    if (!enabled || nargs < 2 || !table || !numpy_ready) Py_RETURN_NONE;
-    PyObject *result;
-    PyTypeObject *type = Py_TYPE(args[1]);
-    /* the move program's entries of every operator (calls_move.c), as call_cache_move finds them; a NumPy array's
-     * miss served as a new shape where numpy_plain can */
-    if (t_type && type == (PyTypeObject *)t_type) result = torch_call(args, nargs);
-    else if (type == &PyArray_Type) return numpy_move(args, nargs, 1);
-    else if (c_type && type == (PyTypeObject *)c_type) result = cuda_move(args, nargs, 0);
-    else Py_RETURN_NONE;
-    return with_deferred(result);                  /* a KeyboardInterrupt met in a hook is raised now */
-#else
-    (void)args; (void)nargs;
-    Py_RETURN_NONE;
+    if (type == &PyArray_Type) return enabled && table && numpy_ready ? numpy_move(args, nargs, 1) : Py_NewRef(Py_None);
 #endif
+    if (!type || (type != (PyTypeObject *)t_type && type != (PyTypeObject *)c_type)) Py_RETURN_NONE;
+    return odml_py_call_cache_move(self, args, nargs);
 }
 
 Entry *entry_alloc(int kind, int n_out, int n_pass) {
