@@ -509,9 +509,9 @@ int cuda_stream(int torch, int64_t device, uint64_t *stream) {
     return rc;
 }
 
-/* An eager entry's callable records the call with opendml's autograd node and runs its kernel
- * (arrays/torch/adapter.py), for every operator that takes one tensor: the first five through call_cache_call, the
- * family through call_cache_move (the same key: the operator's code, its arguments, x). */
+/* An eager entry's call of x (a tensor autograd must record, torch_plain 3): its callable records the call with
+ * opendml's autograd node and runs its kernel (arrays/torch/adapter.py), for every operator that takes one tensor
+ * (the key: the operator's code, its arguments, x); its output, or None. */
 PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
     Key k;
     int64_t device;

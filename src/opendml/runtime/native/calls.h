@@ -198,7 +198,6 @@ int torch_plain_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
 PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int64_t *dst, int *placed);
 int cuda_stream(int torch, int64_t device, uint64_t *stream);
 int cuda_device_is(int torch, int64_t device);
-/* An eager entry's call of x (a tensor autograd must record, torch_plain 3): its recorder's output, or None. */
 PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x);
 int still_planned(PyObject *x, PyObject *planned, int torch);
 #ifdef ODML_NUMPY

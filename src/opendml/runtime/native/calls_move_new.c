@@ -56,9 +56,7 @@ static int64_t named_type(const char *name, Py_ssize_t len, const char *prefix) 
 
 int64_t odml_move_dtype_type(PyObject *o) {
     if (!numpy_ready) return 0;
-    /* the spellings arrays/_contract.py's data_type reads without NumPy: a DataType name exactly (upper or
-     * lower case, "DML_TENSOR_DATA_TYPE_" first or not), a DataType member, a PyTorch dtype ("torch.int8");
-     * data_type takes more ("i1", " int8 ", ...): those take the Python route */
+    /* (newshape.h's spellings; data_type takes more, "i1", " int8 ", ...: those take the Python route) */
     if (PyUnicode_CheckExact(o)) {
         Py_ssize_t len;
         const char *name = PyUnicode_AsUTF8AndSize(o, &len);
