@@ -100,7 +100,7 @@ int key_arg(Key *k, PyObject *a) {
     int64_t v;
     if (a == Py_None) return put(k, 0);
     if (PyLong_CheckExact(a)) {
-        if (exact_int(a, &v) < 0 || put(k, 1) < 0) return -1;
+        if (odml_exact_i64(a, &v) < 0 || put(k, 1) < 0) return -1;
         return put(k, v);
     }
     Py_ssize_t n;
@@ -108,7 +108,7 @@ int key_arg(Key *k, PyObject *a) {
     if (items) {
         if (n > MAX_ARG_INTS || put(k, 2) < 0 || put(k, n) < 0) return -1;
         for (Py_ssize_t i = 0; i < n; i++)
-            if (exact_int(items[i], &v) < 0 || put(k, v) < 0) return -1;
+            if (odml_exact_i64(items[i], &v) < 0 || put(k, v) < 0) return -1;
         return 0;
     }
     return -1;
@@ -117,7 +117,7 @@ int key_arg(Key *k, PyObject *a) {
 int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs) {
     int64_t o;
     k->n = 0;
-    if (exact_int(op, &o) < 0 || put(k, kind) < 0 || put(k, o) < 0 || put(k, nargs) < 0) return -1;
+    if (odml_exact_i64(op, &o) < 0 || put(k, kind) < 0 || put(k, o) < 0 || put(k, nargs) < 0) return -1;
     for (Py_ssize_t i = 0; i < nargs; i++) {
         PyObject *a = args[i];                      /* (key_move_arg's own first case taken here: no call) */
         const int plain = a == Py_None || PyLong_CheckExact(a) || PyList_CheckExact(a) || PyTuple_CheckExact(a);
@@ -553,7 +553,7 @@ int plain_args(PyObject *const *args, const char *spec, ...) {
     va_start(v, spec);
     for (int i = 0; spec[i] && rc == 0; i++) {
         PyObject *a = args[i];
-        if (spec[i] == 'i') rc = exact_int(a, va_arg(v, int64_t *));
+        if (spec[i] == 'i') rc = odml_exact_i64(a, va_arg(v, int64_t *));
         else if (spec[i] == 't') rc = PyTuple_CheckExact(a) ? 0 : -1;
     }
     va_end(v);

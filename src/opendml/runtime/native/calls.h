@@ -153,7 +153,6 @@ static inline int put_layout(Key *k, int n, const int64_t *sizes, const int64_t 
         if (__builtin_mul_overflow(strides[i], scale, &v) || put(k, v) < 0) return -1;
     return 0;
 }
-#define exact_int odml_exact_i64   /* (newshape.h's: an exact int in 64 bits, else -1) */
 /* x's items where it is an exact list or tuple (their count in *n), else NULL */
 static inline PyObject **seq_items(PyObject *x, Py_ssize_t *n) {
     if (PyList_CheckExact(x)) return *n = PyList_GET_SIZE(x), ((PyListObject *)x)->ob_item;
@@ -215,7 +214,6 @@ void plain_forget(void);                /* drops what numpy_plain learned (with 
 extern long long plain_served;               /* new shapes numpy_plain served */
 
 /* -- the family's entries (calls_move.c) */
-#define move_type_size odml_type_size   /* (move.h's, by the name the glue's files use) */
 
 #ifdef ODML_NUMPY
 int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,

@@ -247,7 +247,7 @@ static int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_siz
     int64_t lo, hi, extent[ODML_CPU_MOVE_MAX_RANK];
     if (p->rank < 1 || p->rank > ODML_CPU_MOVE_MAX_RANK || p->kind != mp->fill || mp->dst < 0 || mp->dst >= n_out ||
         mp->threads < 1 || mp->threads > ODML_MAX_THREADS || p->dst_type < 1 || p->dst_type > 11 ||
-        move_type_size[p->dst_type] != out_size[mp->dst])
+        odml_type_size[p->dst_type] != out_size[mp->dst])
         return 0;
     for (int a = 0; a < p->rank; a++) {
         if (p->sizes[a] == 0) return 1;              /* nothing is touched */
@@ -258,7 +258,7 @@ static int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_siz
         return 0;
     if (mp->fill) return 1;
     if (mp->src < 0 || mp->src >= n_in || p->src_type < 1 || p->src_type > 11 ||
-        move_type_size[p->src_type] != in_size[mp->src])
+        odml_type_size[p->src_type] != in_size[mp->src])
         return 0;
     for (int a = 0; a < p->rank; a++) {
         if (p->map_mode[a] < 0 || p->map_mode[a] > ODML_MAP_WRAP) return 0;
@@ -281,12 +281,12 @@ int index_pass_fits(const Pass *mp, const idx_params *p, const int64_t *span, co
                     const int *out_size, int n_in, int n_out) {
     int64_t idx_len[IDX_MAX_AXES];
     if (odml_index_malformed(p, n_in) || mp->dst < 0 || mp->dst >= n_out || p->element_size != out_size[mp->dst] ||
-        p->data_type < 1 || p->data_type > 11 || move_type_size[p->data_type] != p->element_size ||
+        p->data_type < 1 || p->data_type > 11 || odml_type_size[p->data_type] != p->element_size ||
         (mp->src < 0) != (p->has_value != 0) || mp->src >= n_in ||
         (mp->src >= 0 && in_size[mp->src] != p->element_size))
         return 0;
     for (int64_t a = 0; a < p->naxes; a++) {
-        if (in_size[p->axes[a].slot] != move_type_size[p->axes[a].type]) return 0;
+        if (in_size[p->axes[a].slot] != odml_type_size[p->axes[a].type]) return 0;
         idx_len[a] = span[p->axes[a].slot];
     }
     return odml_index_fits(p, mp->src < 0 ? count[mp->dst] : span[mp->src], count[mp->dst], idx_len);
@@ -583,7 +583,7 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) { return num
 
 int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in) {
     const int64_t t = torch_type(in->dtype);
-    const int64_t es = t ? move_type_size[t] : 0;
+    const int64_t es = t ? odml_type_size[t] : 0;
     return !t || in->ndim > MAX_RANK || key_call(k, KIND_MOVE, op, args, nargs) < 0 || put(k, -1) < 0
            || put(k, move_npy_type[t]) < 0 || put(k, es) < 0 || put_layout(k, in->ndim, in->sizes, in->strides, es) < 0
            ? -1 : 0;

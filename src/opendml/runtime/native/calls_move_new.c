@@ -217,7 +217,7 @@ static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObjec
         PyArray_Descr *d = PyArray_DescrFromType(move_npy_type[g->out_type[i]]);
         if (!d) goto fail;
         o->dtype = (PyObject *)d;
-        out_size[i] = move_type_size[g->out_type[i]];
+        out_size[i] = odml_type_size[g->out_type[i]];
         o->rank = g->out_rank[i];
         memcpy(o->dims, g->out_dims[i], sizeof(int64_t) * (size_t)g->out_rank[i]);
         o->bytes = g->out_count[i] * out_size[i];
@@ -290,7 +290,7 @@ static int template_of(int64_t op, int type, int rank) {
 /* A call of a plain lowering move_new served and recorded: its operator, dtype and rank a template, conf known. */
 static void learn_template(PyObject *op, PyArrayObject *x, int lowering, const int64_t *conf) {
     int64_t code;
-    if (exact_int(op, &code) < 0) return;
+    if (odml_exact_i64(op, &code) < 0) return;
     const int type = PyArray_TYPE(x), rank = PyArray_NDIM(x);
     if (template_of(code, type, rank) < 0 && n_templates < MAX_TEMPLATES) {
         templates[n_templates].op = code;
@@ -305,7 +305,7 @@ static void learn_template(PyObject *op, PyArrayObject *x, int lowering, const i
 PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x, const Key *k) {
     int64_t op;
     int t;
-    if (!conf_known || exact_int(args[0], &op) < 0 || (t = template_of(op, PyArray_TYPE(x), PyArray_NDIM(x))) < 0)
+    if (!conf_known || odml_exact_i64(args[0], &op) < 0 || (t = template_of(op, PyArray_TYPE(x), PyArray_NDIM(x))) < 0)
         Py_RETURN_NONE;
     Entry *e = plain_entry(templates[t].lowering, x, args + 2, nargs - 2, known_conf);
     if (!e) {                                      /* (no memory: the Python route says so) */
@@ -380,7 +380,7 @@ static int cuda_input(CudaInputs *c, int i, int64_t type, int n, const int64_t *
                              uint64_t data) {
     odml_layout L;
     odml_move_input *x = &c->xs[i];
-    const int64_t es = type >= 1 && type <= 11 ? move_type_size[type] : 0;
+    const int64_t es = type >= 1 && type <= 11 ? odml_type_size[type] : 0;
     if (!es || odml_layout_from_bytes(n, shape, bstrides, es, &L)) return -1;
     int64_t back = 0, span = 1;
     for (int d = 0; d < n; d++) {
@@ -413,7 +413,7 @@ static int cuda_launches(const odml_move_prog *g, const CudaInputs *c, const uin
 
 int cuda_sources(const CudaInputs *c, uint64_t *src) {
     for (int i = 0; i < c->n; i++) {
-        if (c->data[i] % (uint64_t)move_type_size[c->xs[i].type]) return -1;
+        if (c->data[i] % (uint64_t)odml_type_size[c->xs[i].type]) return -1;
         src[i] = c->data[i] - (uint64_t)c->origin[i];
     }
     return 0;
@@ -516,14 +516,14 @@ static int cuda_input_keyed(CudaInputs *c, int i, int torch, const int64_t *w, u
         }
         type = descr_type(d);
         Py_DECREF(d);
-        if (type && w[1] != move_type_size[type]) return -1;
+        if (type && w[1] != odml_type_size[type]) return -1;
         w += 2;
     }
     const int n = (int)w[0];
     if (!type || n < 1 || n > MAX_RANK) return -1;
     for (int d = 0; d < n; d++) {
         bstrides[d] = w[1 + n + d];                 /* (PyTorch's count elements) */
-        if (torch && __builtin_mul_overflow(w[1 + n + d], move_type_size[type], &bstrides[d])) return -1;
+        if (torch && __builtin_mul_overflow(w[1 + n + d], odml_type_size[type], &bstrides[d])) return -1;
     }
     return cuda_input(c, i, type, n, w + 1, bstrides, data);
 }
@@ -629,7 +629,7 @@ static int cuda_output(int torch, PyObject *in0, int64_t t, int rank, const int6
         *result = allocation_failed();
         return -1;
     }
-    if (dst == -1 || (uint64_t)dst % (uint64_t)move_type_size[t]) return 1;
+    if (dst == -1 || (uint64_t)dst % (uint64_t)odml_type_size[t]) return 1;
     dsts[i] = (uint64_t)dst;
     return 0;
 }
@@ -691,7 +691,7 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     odml_move_prog *g = NULL;
     odml_move_launch *L = NULL;
     Entry *e = NULL;
-    if (!PyTuple_CheckExact(call_args) || exact_int(gen_o, &gen)
+    if (!PyTuple_CheckExact(call_args) || odml_exact_i64(gen_o, &gen)
             || !PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) < 2 || !PyDict_CheckExact(PyTuple_GET_ITEM(conf, 0))
             || cuda_inputs(xo, torch, in, &n, &seq) < 0) {
         if (PyErr_Occurred()) drop_error();
@@ -804,7 +804,7 @@ int numpy_cuda_inputs(PyArrayObject *const *in, int n_in, PyObject *dp, CudaInpu
     for (int i = 0; i < n_in; i++) {
         const int nd = PyArray_NDIM(in[i]);
         int64_t p;
-        if (!PyArray_ISNOTSWAPPED(in[i]) || nd < 1 || nd > MAX_RANK || exact_int(PyTuple_GET_ITEM(dp, i), &p)
+        if (!PyArray_ISNOTSWAPPED(in[i]) || nd < 1 || nd > MAX_RANK || odml_exact_i64(PyTuple_GET_ITEM(dp, i), &p)
                 || cuda_input(c, i, descr_type(PyArray_DESCR(in[i])), nd, (const int64_t *)PyArray_DIMS(in[i]),
                               (const int64_t *)PyArray_STRIDES(in[i]), (uint64_t)p) < 0) {
             if (PyErr_Occurred()) drop_error();
@@ -917,7 +917,7 @@ static PyObject *torch_cpu_new(PyObject *const *args) {
 static PyObject *move_new_route(PyObject *const *args, Py_ssize_t nargs) {
     int64_t lowering = 0;
     const int listed = PyList_CheckExact(args[2]) || PyTuple_CheckExact(args[2]);
-    const int ok = exact_int(args[1], &lowering) == 0 && listed == !!(lowering & ODML_LOWER_SEQUENCE);
+    const int ok = odml_exact_i64(args[1], &lowering) == 0 && listed == !!(lowering & ODML_LOWER_SEQUENCE);
     if (ok && lowering & ODML_LOWER_PLAIN && numpy_ready && t_from_numpy
             && Py_TYPE(args[2]) == (PyTypeObject *)t_type) {
         PyObject *out = torch_cpu_new(args);

@@ -637,7 +637,7 @@ done:
  * (the Python route runs it). */
 static PyObject *index_new_route(PyObject *const *args, Py_ssize_t nargs) {
     int64_t which = 0, types = 0;
-    const int ok = exact_int(args[1], &which) == 0 && exact_int(args[2], &types) == 0;
+    const int ok = odml_exact_i64(args[1], &which) == 0 && odml_exact_i64(args[2], &types) == 0;
     IndexNew how;                                /* (its g zeroed by index_lower: not on every call) */
     how.base = (CudaNew){index_lower, index_plan, 0};
     how.which = (int)which;
