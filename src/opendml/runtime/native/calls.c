@@ -6,11 +6,9 @@
  * alignment. The table is a dict of key bytes to Entry objects, emptied when it reaches MAX_ENTRIES and by
  * call_cache_clear (whenever opendml's configuration changes; a put made on settings read before the last
  * clear is refused: `generation`). Everything runs with the GIL held, except CPU kernels writing at least
- * RELEASE_BYTES; an entry in use holds a reference, so a clear meanwhile cannot free it. A dropped CUDA entry's
- * launch is released at once: kernel parameters go by value. Errors met while probing a framework's hooks only
- * send the call down the Python route, except a non-Exception (KeyboardInterrupt), raised when the call
- * returns; so does an output the allocator cannot give (the route raises opendml's AllocationError).
- * Recent entries are also kept in a front table (by a cheap hash of the key words), checked before the dict.
+ * RELEASE_BYTES; an entry in use holds a reference, so a clear meanwhile cannot free it. Errors met while probing a
+ * framework's hooks only send the call down the Python route, except a non-Exception (KeyboardInterrupt), raised
+ * when the call returns; so does an output the allocator cannot give (the route raises opendml's AllocationError).
  *
  * Needs NumPy's headers (ODML_NUMPY, set by setup.py) for NumPy arrays and dtypes; built without them, the
  * cache holds nothing and every call takes the Python route. */
@@ -49,9 +47,7 @@ PyTypeObject EntryType = {
 PyObject *table;                 /* key bytes -> Entry */
 int enabled = 1, numpy_ready;
 long long hits, misses;
-/* Bumped by every clear: a put made on settings read before the last clear
- * (another thread called configure() meanwhile) is refused. */
-unsigned long long generation;
+unsigned long long generation;   /* (another thread's configure() meanwhile: the put is refused) */
 
 /* v kept in *slot (a new reference) where ok, None returned; else a TypeError saying `need`. */
 static PyObject *keep(PyObject **slot, PyObject *v, int ok, const char *need) {
@@ -646,11 +642,9 @@ int still_planned(PyObject *x, PyObject *planned, int torch) {
     return same;
 }
 
-/* call_cache_entry(op, x, *args) -> what the entry for this call holds (tests), or None
- *
- * A dict: kind, cpu, kernel, params (the parameter block's bytes), threads, use_blocks, prefault, origin, shape,
- * out_bytes, dtype (CPU entries); function, grid, block, shared, dst_align (CUDA entries). Lets tests check that
- * every route records the same entry. */
+/* call_cache_entry (runtime/calls.py's entry): a dict of kind, cpu, kernel, params (the parameter block's bytes),
+ * threads, use_blocks, prefault, origin, shape, out_bytes, dtype (CPU entries); function, grid, block, shared,
+ * dst_align (CUDA entries); or None. */
 PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs < 2 || !table) Py_RETURN_NONE;
