@@ -631,10 +631,7 @@ done:
     return result;
 }
 
-/* call_cache_index_new(op, which, types, given, args, generation, min_bytes) -> the output of a never-seen
- * shape of an index function on NumPy arrays or plain PyTorch CPU tensors, lowered here and recorded in the
- * call cache; with cuda_conf, on PyTorch CUDA tensors or CuPy arrays, launched from C too (cuda_new); or None
- * (the Python route runs it). */
+/* call_cache_index_new (runtime/calls.py's index_new): new_shape's route, index_new on the CPU, cuda_new on CUDA. */
 static PyObject *index_new_route(PyObject *const *args, Py_ssize_t nargs) {
     int64_t which = 0, types = 0;
     const int ok = odml_exact_i64(args[1], &which) == 0 && odml_exact_i64(args[2], &types) == 0;
