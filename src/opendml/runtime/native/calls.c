@@ -445,11 +445,6 @@ int torch_plain_in(PyObject *x, odml_torch_info *in) {
     return is_true(PyObject_GetAttr(x, s_is_cuda)) ? 2 : is_true(PyObject_GetAttr(x, s_is_cpu)) ? 1 : 0;
 }
 
-int torch_plain(PyObject *x) {
-    odml_torch_info in;
-    return torch_plain_in(x, &in);
-}
-
 int torch_plain_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     odml_torch_info in;
     if (torch_plain_in(x, &in) != 2 || (!tapi && is_true(PyObject_CallMethodNoArgs(x, s_is_neg)))) return -1;
@@ -505,7 +500,7 @@ int cuda_stream(int torch, int64_t device, uint64_t *stream) {
     return rc;
 }
 
-/* An eager entry's call of x (a tensor autograd must record, torch_plain 3): its callable records the call with
+/* An eager entry's call of x (a tensor autograd must record, torch_plain_in 3): its callable records the call with
  * opendml's autograd node and runs its kernel (arrays/torch/adapter.py), for every operator that takes one tensor
  * (the key: the operator's code, its arguments, x); its output, or None. */
 PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {

@@ -190,9 +190,8 @@ int odml_cuda_check_end(uint64_t stream, int slot, int signalled);
 
 /* -- PyTorch, CuPy, NumPy (calls.c) */
 int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
-int torch_plain(PyObject *x);
 int torch_plain_in(PyObject *x, odml_torch_info *in);
-/* torch_key of a tensor cuda_move serves (torch_plain 2, not a negative view), else -1: x described once */
+/* torch_key of a tensor cuda_move serves (torch_plain_in 2, not a negative view), else -1: x described once */
 int torch_plain_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
 PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int64_t *dst, int *placed);
 int cuda_stream(int torch, int64_t device, uint64_t *stream);
@@ -239,11 +238,11 @@ int number_descr(PyObject *d);
 PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, PyArrayObject **in, int n_in,
                     int64_t gen);
 int run_passes(const Entry *e, char *const *dsts, const char *const *srcs);
-/* e's run (held by the caller) into new outputs: the output(s), or None where a pass declined (the Python route runs
- * the call again and raises its own error). The inputs: at their data pointers `data` (n_in of them); or, with `in`
- * (a new shape's n_in NumPy arrays), as read here before the outputs are allocated, e then stored under k where not
- * NULL (and the cache is on and still in `gen`). `own`: the dtype a tuned pass (the first five's) gives, the input's
- * own (a dtype with metadata keys like its plain type). */
+/* e's run (the caller's reference, taken) into new outputs: the output(s), or None where a pass declined (the Python
+ * route runs the call again and raises its own error). The inputs: at their data pointers `data` (n_in of them: a
+ * hit, counted); or, with `in` (a new shape's n_in NumPy arrays), as read here before the outputs are allocated, e
+ * then stored under k where not NULL (and the cache is on and still in `gen`). `own`: the dtype a tuned pass (the
+ * first five's) gives, the input's own (a dtype with metadata keys like its plain type). */
 PyObject *serve_cpu(Entry *e, PyArray_Descr *own, char *const *data, PyArrayObject **in, int n_in, const Key *k,
                     int64_t gen);
 PyObject *numpy_move(PyObject *const *args, Py_ssize_t nargs, int plain);

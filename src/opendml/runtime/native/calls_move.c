@@ -194,6 +194,8 @@ route:
     result = Py_NewRef(Py_None);
 done:
     for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(outs[i]);
+    hits += !in && result && result != Py_None;
+    Py_DECREF(e);
     return result;
 }
 
@@ -212,13 +214,8 @@ PyObject *numpy_move(PyObject *const *args, Py_ssize_t nargs, int plain) {
         data[i] = PyArray_BYTES(in[i]);
     }
     Entry *e = lookup(&k, n_in);
-    if (!e) {
-        result = plain && n_in == 1 ? numpy_plain(args, nargs, in[0], &k) : Py_NewRef(Py_None);
-    } else {
-        result = serve_cpu(e, PyArray_DESCR(in[0]), data, NULL, n_in, NULL, 0);
-        hits += result && result != Py_None;
-        Py_DECREF(e);
-    }
+    result = e ? serve_cpu(e, PyArray_DESCR(in[0]), data, NULL, n_in, NULL, 0)
+               : plain && n_in == 1 ? numpy_plain(args, nargs, in[0], &k) : Py_NewRef(Py_None);
     for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
     return result;
 }
@@ -507,7 +504,8 @@ static int torch_input_cuda(PyObject *x) {
 /* A NumPy view of t, a plain PyTorch CPU tensor that neither autograd nor a tracer needs to see (not a negative
  * view); NULL, with no exception left, for anything else. */
 static PyObject *torch_view(PyObject *t) {
-    if (!t_type || Py_TYPE(t) != (PyTypeObject *)t_type || torch_plain(t) != 1 ||
+    odml_torch_info in;
+    if (!t_type || Py_TYPE(t) != (PyTypeObject *)t_type || torch_plain_in(t, &in) != 1 ||
         is_true(PyObject_CallMethodNoArgs(t, s_is_neg)))
         return NULL;
     PyObject *d = PyObject_CallMethodNoArgs(t, s_detach);
@@ -615,10 +613,7 @@ static PyObject *torch_cpu_move(PyObject *const *args, Py_ssize_t nargs, const o
     if (!e) Py_RETURN_NONE;
     char *data = (char *)(uintptr_t)in->data_ptr;
     /* (a tuned pass's output: the recorded dtype, the view's own, a plain one) */
-    PyObject *result = serve_cpu(e, NULL, &data, NULL, 1, NULL, 0);
-    hits += result && result != Py_None;
-    Py_DECREF(e);
-    return torch_outputs(result);
+    return torch_outputs(serve_cpu(e, NULL, &data, NULL, 1, NULL, 0));
 }
 
 PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs) {

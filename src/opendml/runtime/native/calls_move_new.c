@@ -258,9 +258,7 @@ PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, P
     const int keyed = move_key(&k, op, xo, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
                                keyed_in, &keyed_n) == 0 && keyed_n == n_in;
     if (PyErr_Occurred()) drop_error();
-    PyObject *result = serve_cpu(e, NULL, NULL, in, n_in, keyed ? &k : NULL, gen);
-    Py_DECREF(e);
-    return result;
+    return serve_cpu(e, NULL, NULL, in, n_in, keyed ? &k : NULL, gen);
 }
 
 /* -- a new shape of the first five served at the cache's miss (runtime/calls.py's LOWER_PLAIN) ----------
@@ -313,7 +311,6 @@ PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x,
         Py_RETURN_NONE;
     }
     PyObject *out = serve_cpu(e, NULL, NULL, &x, 1, k, (int64_t)generation);
-    Py_DECREF(e);
     if (out && out != Py_None) plain_served++;
     return out;
 }

@@ -23,8 +23,9 @@ PyObject *odml_py_call_cache_packed(PyObject *self, PyObject *const *args, Py_ss
     PyObject *x = args[4], *packed = args[5], *extra = args[3];
     if (enabled && table && numpy_ready && t_type && Py_TYPE(x) == (PyTypeObject *)t_type &&
         (PyList_CheckExact(packed) || PyTuple_CheckExact(packed))) {
-        int where = torch_plain(x);
-        if (PyErr_Occurred()) {                     /* (torch_plain reads drop theirs; the operator answers) */
+        odml_torch_info in;
+        int where = torch_plain_in(x, &in);
+        if (PyErr_Occurred()) {                     /* (torch_plain_in's reads drop theirs; the operator answers) */
             drop_error();
             where = 0;
         }
