@@ -235,18 +235,15 @@ NEW_KINDS = {"copy": 0, "windows": 1, "scatter": 2, "window_sums": 3}
 LOWER_PLAIN = 1 << 25
 
 
-#: ``move_new(op_code, lowering, x, args, since, cpu[, cuda])``: the one C new-shape route: a
+#: ``move_new(op_code, lowering, x, args, since, cpu[, cuda_conf])``: the one C new-shape route: a
 #: never-seen shape of a call (every family function of ``arrays/front.py``, and the first five,
 #: ``LOWER_PLAIN``) on exact, native-order NumPy arrays, lowered, run and recorded in one C call
-#: (runtime/native/newshape_move.c; ``lowering`` the function's number there,
-#: ``MOVE_LOWERINGS``; ``cpu`` the CPU backend's ``plain_conf``); the output,
-#: or None where the Python route must run the call (nothing run). On PyTorch
-#: CUDA tensors and CuPy arrays, ``cuda()`` gives ``(launch.new_kernels(),
-#: steps.c_settings())`` and the launches are ``steps.move_steps``'s, planned
-#: in C (runtime/native/cuda_move_spec.c), queued on the framework's current
-#: stream and recorded as ``put_move_cuda`` records them; the name of a kernel
-#: not yet compiled comes back as a str (nothing run: compile it with
-#: ``launch.add_new_kernel`` and call again).
+#: (runtime/native/newshape_move.c; ``lowering`` the function's number there, ``MOVE_LOWERINGS``; ``cpu``
+#: the CPU backend's ``plain_conf``); the output, or None where the Python route must run the call (nothing
+#: run). On PyTorch CUDA tensors and CuPy arrays the launches are ``steps.move_steps``'s, planned in C
+#: (runtime/native/cuda_move_spec.c) from what ``cuda_conf()`` gives, queued on the framework's current
+#: stream and recorded as ``put_move_cuda`` records them; the name of a kernel not yet compiled comes back
+#: as a str (nothing run: ``compiled_first``).
 move_new: Callable[..., Any] = _native.call_cache_move_new if _HAS else _miss
 
 _index_new = _native.call_cache_index_new if _HAS else _miss
@@ -363,10 +360,10 @@ set_enabled: Callable[[bool], None] = _native.call_cache_enable if _HAS else _mi
 def info() -> dict:
     """{'enabled', 'numpy', 'entries', 'hits', 'misses', 'planned', 'front'}: whether
     the cache is on, whether it serves NumPy arrays, its entries, the calls it
-    served, the lookups that found no entry and the new shapes it lowered and
-    ran itself at such a miss (see ``LOWER_PLAIN``)."""
+    served, the lookups that found no entry, the new shapes it lowered and
+    ran itself at such a miss (see ``LOWER_PLAIN``) and the entries its front
+    table holds (recent ones, found first by a cheap hash of the key words)."""
     if not _HAS:
         return {"enabled": False, "numpy": False, "entries": 0, "hits": 0, "misses": 0, "planned": 0, "front": 0}
     _read_settings()
-    # 'front': the entries its front table holds (recent ones, found by a cheap hash of the key words first)
     return _native.call_cache_info()

@@ -6,11 +6,9 @@
  * alignment. The table is a dict of key bytes to Entry objects, emptied when it reaches MAX_ENTRIES and by
  * call_cache_clear (whenever opendml's configuration changes; a put made on settings read before the last
  * clear is refused: `generation`). Everything runs with the GIL held, except CPU kernels writing at least
- * RELEASE_BYTES; an entry in use holds a reference, so a clear meanwhile cannot free it. A dropped CUDA entry's
- * launch is released at once: kernel parameters go by value. Errors met while probing a framework's hooks only
- * send the call down the Python route, except a non-Exception (KeyboardInterrupt), raised when the call
- * returns; so does an output the allocator cannot give (the route raises opendml's AllocationError).
- * Recent entries are also kept in a front table (by a cheap hash of the key words), checked before the dict.
+ * RELEASE_BYTES; an entry in use holds a reference, so a clear meanwhile cannot free it. Errors met while probing a
+ * framework's hooks only send the call down the Python route, except a non-Exception (KeyboardInterrupt), raised
+ * when the call returns; so does an output the allocator cannot give (the route raises opendml's AllocationError).
  *
  * Needs NumPy's headers (ODML_NUMPY, set by setup.py) for NumPy arrays and dtypes; built without them, the
  * cache holds nothing and every call takes the Python route. */
@@ -49,9 +47,7 @@ PyTypeObject EntryType = {
 PyObject *table;                 /* key bytes -> Entry */
 int enabled = 1, numpy_ready;
 long long hits, misses;
-/* Bumped by every clear: a put made on settings read before the last clear
- * (another thread called configure() meanwhile) is refused. */
-unsigned long long generation;
+unsigned long long generation;   /* (another thread's configure() meanwhile: the put is refused) */
 
 /* v kept in *slot (a new reference) where ok, None returned; else a TypeError saying `need`. */
 static PyObject *keep(PyObject **slot, PyObject *v, int ok, const char *need) {
@@ -100,7 +96,7 @@ int key_arg(Key *k, PyObject *a) {
     int64_t v;
     if (a == Py_None) return put(k, 0);
     if (PyLong_CheckExact(a)) {
-        if (exact_int(a, &v) < 0 || put(k, 1) < 0) return -1;
+        if (odml_exact_i64(a, &v) < 0 || put(k, 1) < 0) return -1;
         return put(k, v);
     }
     Py_ssize_t n;
@@ -108,7 +104,7 @@ int key_arg(Key *k, PyObject *a) {
     if (items) {
         if (n > MAX_ARG_INTS || put(k, 2) < 0 || put(k, n) < 0) return -1;
         for (Py_ssize_t i = 0; i < n; i++)
-            if (exact_int(items[i], &v) < 0 || put(k, v) < 0) return -1;
+            if (odml_exact_i64(items[i], &v) < 0 || put(k, v) < 0) return -1;
         return 0;
     }
     return -1;
@@ -117,7 +113,7 @@ int key_arg(Key *k, PyObject *a) {
 int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs) {
     int64_t o;
     k->n = 0;
-    if (exact_int(op, &o) < 0 || put(k, kind) < 0 || put(k, o) < 0 || put(k, nargs) < 0) return -1;
+    if (odml_exact_i64(op, &o) < 0 || put(k, kind) < 0 || put(k, o) < 0 || put(k, nargs) < 0) return -1;
     for (Py_ssize_t i = 0; i < nargs; i++) {
         PyObject *a = args[i];                      /* (key_move_arg's own first case taken here: no call) */
         const int plain = a == Py_None || PyLong_CheckExact(a) || PyList_CheckExact(a) || PyTuple_CheckExact(a);
@@ -449,11 +445,6 @@ int torch_plain_in(PyObject *x, odml_torch_info *in) {
     return is_true(PyObject_GetAttr(x, s_is_cuda)) ? 2 : is_true(PyObject_GetAttr(x, s_is_cpu)) ? 1 : 0;
 }
 
-int torch_plain(PyObject *x) {
-    odml_torch_info in;
-    return torch_plain_in(x, &in);
-}
-
 int torch_plain_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     odml_torch_info in;
     if (torch_plain_in(x, &in) != 2 || (!tapi && is_true(PyObject_CallMethodNoArgs(x, s_is_neg)))) return -1;
@@ -509,9 +500,9 @@ int cuda_stream(int torch, int64_t device, uint64_t *stream) {
     return rc;
 }
 
-/* An eager entry's callable records the call with opendml's autograd node and runs its kernel
- * (arrays/torch/adapter.py), for every operator that takes one tensor: the first five through call_cache_call, the
- * family through call_cache_move (the same key: the operator's code, its arguments, x). */
+/* An eager entry's call of x (a tensor autograd must record, torch_plain_in 3): its callable records the call with
+ * opendml's autograd node and runs its kernel (arrays/torch/adapter.py), for every operator that takes one tensor
+ * (the key: the operator's code, its arguments, x); its output, or None. */
 PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
     Key k;
     int64_t device;
@@ -553,9 +544,8 @@ int plain_args(PyObject *const *args, const char *spec, ...) {
     va_start(v, spec);
     for (int i = 0; spec[i] && rc == 0; i++) {
         PyObject *a = args[i];
-        if (spec[i] == 'i') rc = exact_int(a, va_arg(v, int64_t *));
+        if (spec[i] == 'i') rc = odml_exact_i64(a, va_arg(v, int64_t *));
         else if (spec[i] == 't') rc = PyTuple_CheckExact(a) ? 0 : -1;
-        else if (spec[i] == 'a') rc = Py_TYPE(a) == &PyArray_Type ? 0 : -1;
     }
     va_end(v);
     return rc;
@@ -598,23 +588,17 @@ PyObject *take_outputs(PyObject **outs, int n, int multi) {
     return result;
 }
 
+PyObject *odml_py_call_cache_move(PyObject *self, PyObject *const *args, Py_ssize_t nargs);   /* (calls_move.c) */
+
+/* call_cache_move's entries, x one array (a list or tuple is not served); a NumPy array's miss served as a new shape
+ * where numpy_plain can */
 PyObject *odml_py_call_cache_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
+    PyTypeObject *type = nargs < 2 ? NULL : Py_TYPE(args[1]);
 #ifdef ODML_NUMPY
-    if (!enabled || nargs < 2 || !table || !numpy_ready) Py_RETURN_NONE;
-    PyObject *result;
-    PyTypeObject *type = Py_TYPE(args[1]);
-    /* the move program's entries of every operator (calls_move.c), as call_cache_move finds them; a NumPy array's
-     * miss served as a new shape where numpy_plain can */
-    if (t_type && type == (PyTypeObject *)t_type) result = torch_call(args, nargs);
-    else if (type == &PyArray_Type) return numpy_move(args, nargs, 1);
-    else if (c_type && type == (PyTypeObject *)c_type) result = cuda_move(args, nargs, 0);
-    else Py_RETURN_NONE;
-    return with_deferred(result);                  /* a KeyboardInterrupt met in a hook is raised now */
-#else
-    (void)args; (void)nargs;
-    Py_RETURN_NONE;
+    if (type == &PyArray_Type) return enabled && table && numpy_ready ? numpy_move(args, nargs, 1) : Py_NewRef(Py_None);
 #endif
+    if (!type || (type != (PyTypeObject *)t_type && type != (PyTypeObject *)c_type)) Py_RETURN_NONE;
+    return odml_py_call_cache_move(self, args, nargs);
 }
 
 Entry *entry_alloc(int kind, int n_out, int n_pass) {
@@ -653,11 +637,9 @@ int still_planned(PyObject *x, PyObject *planned, int torch) {
     return same;
 }
 
-/* call_cache_entry(op, x, *args) -> what the entry for this call holds (tests), or None
- *
- * A dict: kind, cpu, kernel, params (the parameter block's bytes), threads, use_blocks, prefault, origin, shape,
- * out_bytes, dtype (CPU entries); function, grid, block, shared, dst_align (CUDA entries). Lets tests check that
- * every route records the same entry. */
+/* call_cache_entry (runtime/calls.py's entry): a dict of kind, cpu, kernel, params (the parameter block's bytes),
+ * threads, use_blocks, prefault, origin, shape, out_bytes, dtype (CPU entries); function, grid, block, shared,
+ * dst_align (CUDA entries); or None. */
 PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs < 2 || !table) Py_RETURN_NONE;

@@ -1,12 +1,6 @@
-/* The call cache's shared parts (calls.c, calls_move.c, calls_move_new.c, calls_packed.c; see calls.c for what the
- * cache is). One entry kind, Entry (below): the outputs to allocate and the passes to run into them. calls.c holds
- * the table, the keys and the hooks; calls_move.c the move program's of every operator (its passes, index.c's and the
- * first five's tuned kernels among them, on NumPy arrays, PyTorch CPU tensors as their views and CUDA memory);
- * calls_move_new.c the one new-shape route of every
- * operator on NumPy arrays, PyTorch tensors and CUDA memory (new_shape, serve_new and cuda_new, which
- * newshape_index.c's route shares; the first five's calls lowered to one tuned pass and recorded as their entries,
- * also at a miss); calls_packed.c Inductor's direct kernel. What they share is declared here; the extension is
- * built with hidden symbol visibility (setup.py), so none of it is exported. */
+/* What the call cache's files share (calls.c: the cache, its table, keys and hooks; calls_move.c: its entries;
+ * calls_move_new.c and newshape_index.c: the new-shape routes; calls_packed.c: Inductor's direct kernel). The
+ * extension is built with hidden symbol visibility (setup.py), so none of it is exported. */
 #ifndef OPENDML_CALLS_H
 #define OPENDML_CALLS_H
 
@@ -61,14 +55,10 @@ enum { KIND_MOVE = 4, KIND_EAGER = 5, KIND_MOVE_TORCH = 6, KIND_MOVE_CUPY = 7 };
  * parameter struct passed by value at `params` (the backend's Launch owns it; with no Launch, p.k). src: the
  * input it reads (a fill's is unused: it is given its destination), dst: the output it writes.
  * An index-driven pass (kernel PASS_INDEX, plan.Gather/Scatter and the index functions' copies): on the CPU,
- * index.c's kernel on `index` (an IndexPass); on CUDA, `index` is the kernel's parameter block (index_size
+ * index.c's kernel on `index` (its idx_params); on CUDA, `index` is the kernel's parameter block (index_size
  * bytes, passed by value; the addresses patched in per call: index.c's src and dst, then one per axis from
  * the inputs `slot`), or, with no function, `launch(srcs, dsts, stream)` runs it (the scratch-using modes). */
 enum { PASS_MOVE = ODML_KERNEL_COUNT, PASS_INDEX };
-typedef struct {
-    idx_params p;
-    int64_t src_len, dst_len, idx_len[IDX_MAX_AXES];   /* the bound ranges' elements, fixed by the key */
-} IndexPass;
 typedef struct {
     int kernel, fill, src, dst, threads;
     union {
@@ -81,7 +71,7 @@ typedef struct {
     PyObject *launch;         /* the backend's Launch: launch(src, dst, stream) retries a failed launch and raises;
                                * NULL for an entry call_cache_move_new made (its parameters in p.k or index), whose
                                * failed launch the retry hook (call_cache_cuda_retry) takes over */
-    void *index;              /* PASS_INDEX (PyMem): an IndexPass (CPU) or the CUDA parameter block */
+    void *index;              /* PASS_INDEX (PyMem): its idx_params (CPU) or the CUDA parameter block */
     int checked, index_size, at_src, at_dst, at_idx, naxes, slot[IDX_MAX_AXES];
     int n_flag, at_flag[IDX_MAX_AXES];   /* CUDA, a checked call: where the check's flag address goes in the block */
     int aux;                  /* CUDA index launch: 1 + the output (a zeroed owner table) whose address goes into
@@ -163,7 +153,6 @@ static inline int put_layout(Key *k, int n, const int64_t *sizes, const int64_t 
         if (__builtin_mul_overflow(strides[i], scale, &v) || put(k, v) < 0) return -1;
     return 0;
 }
-#define exact_int odml_exact_i64   /* (newshape.h's: an exact int in 64 bits, else -1) */
 /* x's items where it is an exact list or tuple (their count in *n), else NULL */
 static inline PyObject **seq_items(PyObject *x, Py_ssize_t *n) {
     if (PyList_CheckExact(x)) return *n = PyList_GET_SIZE(x), ((PyListObject *)x)->ob_item;
@@ -201,22 +190,20 @@ int odml_cuda_check_end(uint64_t stream, int slot, int signalled);
 
 /* -- PyTorch, CuPy, NumPy (calls.c) */
 int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
-int torch_plain(PyObject *x);
 int torch_plain_in(PyObject *x, odml_torch_info *in);
-/* torch_key of a tensor cuda_move serves (torch_plain 2, not a negative view), else -1: x described once */
+/* torch_key of a tensor cuda_move serves (torch_plain_in 2, not a negative view), else -1: x described once */
 int torch_plain_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
 PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int64_t *dst, int *placed);
 int cuda_stream(int torch, int64_t device, uint64_t *stream);
 int cuda_device_is(int torch, int64_t device);
-/* An eager entry's call of x (a tensor autograd must record, torch_plain 3): its recorder's output, or None. */
 PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x);
 int still_planned(PyObject *x, PyObject *planned, int torch);
 #ifdef ODML_NUMPY
 int cupy_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
 /* The check of a new-shape function's arguments (calls_move_new.c's, newshape_index.c's): per
  * character of `spec`, args[i] is 'i' an exact int in 64 bits (stored through the next int64_t *),
- * 't' an exact tuple, 'a' an exact ndarray, '.' anything. 0, or -1 with no exception left (the function
- * answers None: the Python route) where one is not, or NumPy's C API is not ready. */
+ * 't' an exact tuple, '.' anything. 0, or -1 with no exception left (the function answers None: the
+ * Python route) where one is not, or NumPy's C API is not ready. */
 int plain_args(PyObject *const *args, const char *spec, ...);
 int numpy_key(Key *k, PyArrayObject *x);
 /* a new shape of one of the first five (a plain lowering) served at a miss under k (calls_move_new.c), or None */
@@ -226,7 +213,6 @@ void plain_forget(void);                /* drops what numpy_plain learned (with 
 extern long long plain_served;               /* new shapes numpy_plain served */
 
 /* -- the family's entries (calls_move.c) */
-#define move_type_size odml_type_size   /* (move.h's, by the name the glue's files use) */
 
 #ifdef ODML_NUMPY
 int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
@@ -236,9 +222,9 @@ int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_
  * -1 with MemoryError. An input's origin and span (input_layout). */
 int move_pass_ready(Pass *mp, const int64_t *span, const int *in_size, const int64_t *count, const int *out_size,
                     int n_in, int n_out);
-/* Whether index pass mp (its IndexPass given its ranges' lengths here) is well formed and stays inside inputs of
- * `span` elements of `in_size` bytes and outputs of `count` elements of `out_size` bytes, whatever the index values. */
-int index_pass_fits(Pass *mp, IndexPass *ip, const int64_t *span, const int *in_size, const int64_t *count,
+/* Whether index pass mp (its parameters p) is well formed and stays inside inputs of `span` elements of `in_size`
+ * bytes and outputs of `count` elements of `out_size` bytes, whatever the index values. */
+int index_pass_fits(const Pass *mp, const idx_params *p, const int64_t *span, const int *in_size, const int64_t *count,
                     const int *out_size, int n_in, int n_out);
 int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span);
 extern const int move_npy_type[12];
@@ -252,11 +238,11 @@ int number_descr(PyObject *d);
 PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, PyArrayObject **in, int n_in,
                     int64_t gen);
 int run_passes(const Entry *e, char *const *dsts, const char *const *srcs);
-/* e's run (held by the caller) into new outputs: the output(s), or None where a pass declined (the Python route runs
- * the call again and raises its own error). The inputs: at their data pointers `data` (n_in of them); or, with `in`
- * (a new shape's n_in NumPy arrays), as read here before the outputs are allocated, e then stored under k where not
- * NULL (and the cache is on and still in `gen`). `own`: the dtype a tuned pass (the first five's) gives, the input's
- * own (a dtype with metadata keys like its plain type). */
+/* e's run (the caller's reference, taken) into new outputs: the output(s), or None where a pass declined (the Python
+ * route runs the call again and raises its own error). The inputs: at their data pointers `data` (n_in of them: a
+ * hit, counted); or, with `in` (a new shape's n_in NumPy arrays), as read here before the outputs are allocated, e
+ * then stored under k where not NULL (and the cache is on and still in `gen`). `own`: the dtype a tuned pass (the
+ * first five's) gives, the input's own (a dtype with metadata keys like its plain type). */
 PyObject *serve_cpu(Entry *e, PyArray_Descr *own, char *const *data, PyArrayObject **in, int n_in, const Key *k,
                     int64_t gen);
 PyObject *numpy_move(PyObject *const *args, Py_ssize_t nargs, int plain);

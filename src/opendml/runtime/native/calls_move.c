@@ -7,21 +7,17 @@
 
 /* -- The move program's entries on NumPy arrays (every operator) ------------------------------------ */
 
-/* A call of any operator on exact NumPy arrays: N inputs (join takes a list or tuple of arrays, an index function its
- * arrays as one tuple), M outputs (split returns a list), the move program's passes (move.h's; index.c's; the first
- * five's one tuned kernel) as the recorded work. The key: KIND_MOVE, the operator, each argument (key_move_arg, below;
- * the kinds runtime/calls.py's docstring lists), then the inputs (one array, or a sequence and its length) with their
- * dtype, shape and byte strides.
- * call_cache_put_move checks every pass against the buffers it will be given (the outputs' sizes, each input's element
- * span, the element sizes of the pass's types) and refuses what does not fit, so a bad record cannot make a later call
- * read or write outside a buffer. */
+/* What is recorded and served: runtime/calls.py's put_move. The key: KIND_MOVE, the operator, each argument
+ * (key_move_arg), then the inputs (one array, or a sequence and its length) with their dtype, shape and byte strides.
+ * put_move checks every pass against the buffers it will be given and refuses what does not fit, so a bad record
+ * cannot make a later call read or write outside a buffer. */
 
 #define MAX_STR 32
 
 static PyObject *move_types;            /* a tuple of enum types whose members key by identity */
 
 
-/* A family argument (see above); -1: no key. */
+/* A family argument (the kinds runtime/calls.py's docstring lists); -1: no key. */
 int key_move_arg(Key *k, PyObject *a) {
     int64_t v;
     if (a == Py_None || PyLong_CheckExact(a) || PyList_CheckExact(a) || PyTuple_CheckExact(a)) return key_arg(k, a);
@@ -114,12 +110,12 @@ static PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims6
  * ODML_OK, or ODML_EPARAM where, in a checked pass, an index lay outside its dimension (the Python route then
  * runs the call and raises its error naming the first one: the same error as a call the cache never saw). */
 static int index_pass(const Pass *p, char *const *dsts, const char *const *srcs) {
-    const IndexPass *ip = (const IndexPass *)p->index;
+    const idx_params *ip = (const idx_params *)p->index;
     const char *idx[IDX_MAX_AXES];
     char *dst = dsts[p->dst];
     int bad = 0;
-    for (int64_t a = 0; a < ip->p.naxes; a++) idx[a] = srcs[ip->p.axes[a].slot];
-    odml_index_move(&ip->p, p->src < 0 ? dst : srcs[p->src], dst, idx, &bad);
+    for (int64_t a = 0; a < ip->naxes; a++) idx[a] = srcs[ip->axes[a].slot];
+    odml_index_move(ip, p->src < 0 ? dst : srcs[p->src], dst, idx, &bad);
     return p->checked && bad ? ODML_EPARAM : ODML_OK;
 }
 
@@ -198,6 +194,8 @@ route:
     result = Py_NewRef(Py_None);
 done:
     for (int i = 0; i < MAX_MOVE_IO; i++) Py_XDECREF(outs[i]);
+    hits += !in && result && result != Py_None;
+    Py_DECREF(e);
     return result;
 }
 
@@ -216,13 +214,8 @@ PyObject *numpy_move(PyObject *const *args, Py_ssize_t nargs, int plain) {
         data[i] = PyArray_BYTES(in[i]);
     }
     Entry *e = lookup(&k, n_in);
-    if (!e) {
-        result = plain && n_in == 1 ? numpy_plain(args, nargs, in[0], &k) : Py_NewRef(Py_None);
-    } else {
-        result = serve_cpu(e, PyArray_DESCR(in[0]), data, NULL, n_in, NULL, 0);
-        hits += result && result != Py_None;
-        Py_DECREF(e);
-    }
+    result = e ? serve_cpu(e, PyArray_DESCR(in[0]), data, NULL, n_in, NULL, 0)
+               : plain && n_in == 1 ? numpy_plain(args, nargs, in[0], &k) : Py_NewRef(Py_None);
     for (int i = 0; i < n_in; i++) Py_DECREF(in[i]);
     return result;
 }
@@ -251,7 +244,7 @@ static int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_siz
     int64_t lo, hi, extent[ODML_CPU_MOVE_MAX_RANK];
     if (p->rank < 1 || p->rank > ODML_CPU_MOVE_MAX_RANK || p->kind != mp->fill || mp->dst < 0 || mp->dst >= n_out ||
         mp->threads < 1 || mp->threads > ODML_MAX_THREADS || p->dst_type < 1 || p->dst_type > 11 ||
-        move_type_size[p->dst_type] != out_size[mp->dst])
+        odml_type_size[p->dst_type] != out_size[mp->dst])
         return 0;
     for (int a = 0; a < p->rank; a++) {
         if (p->sizes[a] == 0) return 1;              /* nothing is touched */
@@ -262,7 +255,7 @@ static int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_siz
         return 0;
     if (mp->fill) return 1;
     if (mp->src < 0 || mp->src >= n_in || p->src_type < 1 || p->src_type > 11 ||
-        move_type_size[p->src_type] != in_size[mp->src])
+        odml_type_size[p->src_type] != in_size[mp->src])
         return 0;
     for (int a = 0; a < p->rank; a++) {
         if (p->map_mode[a] < 0 || p->map_mode[a] > ODML_MAP_WRAP) return 0;
@@ -281,21 +274,19 @@ int move_pass_ready(Pass *mp, const int64_t *span, const int *in_size, const int
     return status == ODML_OK ? 1 : status == ODML_ENOMEM ? -1 : 0;
 }
 
-int index_pass_fits(Pass *mp, IndexPass *ip, const int64_t *span, const int *in_size, const int64_t *count,
-                           const int *out_size, int n_in, int n_out) {
-    const idx_params *p = &ip->p;
+int index_pass_fits(const Pass *mp, const idx_params *p, const int64_t *span, const int *in_size, const int64_t *count,
+                    const int *out_size, int n_in, int n_out) {
+    int64_t idx_len[IDX_MAX_AXES];
     if (odml_index_malformed(p, n_in) || mp->dst < 0 || mp->dst >= n_out || p->element_size != out_size[mp->dst] ||
-        p->data_type < 1 || p->data_type > 11 || move_type_size[p->data_type] != p->element_size ||
+        p->data_type < 1 || p->data_type > 11 || odml_type_size[p->data_type] != p->element_size ||
         (mp->src < 0) != (p->has_value != 0) || mp->src >= n_in ||
         (mp->src >= 0 && in_size[mp->src] != p->element_size))
         return 0;
     for (int64_t a = 0; a < p->naxes; a++) {
-        if (in_size[p->axes[a].slot] != move_type_size[p->axes[a].type]) return 0;
-        ip->idx_len[a] = span[p->axes[a].slot];
+        if (in_size[p->axes[a].slot] != odml_type_size[p->axes[a].type]) return 0;
+        idx_len[a] = span[p->axes[a].slot];
     }
-    ip->dst_len = count[mp->dst];
-    ip->src_len = mp->src < 0 ? ip->dst_len : span[mp->src];
-    return odml_index_fits(p, ip->src_len, ip->dst_len, ip->idx_len);
+    return odml_index_fits(p, mp->src < 0 ? count[mp->dst] : span[mp->src], count[mp->dst], idx_len);
 }
 
 /* An input's element 0 (its lowest-addressed element) as bytes back from its data pointer, and its span in elements;
@@ -354,11 +345,9 @@ static int64_t tuned_count(int code, const odml_kernel_params *k) {
 
 #define PUT_MOVE_FAIL(msg) do { PyErr_SetString(PyExc_ValueError, "call_cache_put_move: " msg); goto fail; } while (0)
 
-/* call_cache_put_move(op, x, args, outs, origins, passes, multi, generation[, planned]) on NumPy arrays: the record
- * runtime/calls.py's put_move describes (an index pass's src -1: a constant value; a pass's optional sixth item,
- * checked: whether an index pass's values are the array API's checked indices); whether stored. False (nothing
- * stored) where the call has no key, the cache is off or was dropped since `generation`, an input no longer has its
- * planned (shape, strides) or a pass would reach outside the buffers; ValueError for a malformed record. */
+/* call_cache_put_move on NumPy arrays: runtime/calls.py's put_move (an index pass's src -1: a constant value; a
+ * pass's optional sixth item, checked: whether an index pass's values are the array API's checked indices). False
+ * also where the call has no key; ValueError for a malformed record. */
 static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObject *outs, PyObject *origins,
                           PyObject *passes, int multi, PyObject *planned) {
     Key k;
@@ -457,8 +446,8 @@ static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObje
         }
         if (kind == 2) {                         /* an index-driven pass: index.c's parameters */
             const int sized = pb.len == (Py_ssize_t)sizeof(idx_params);
-            IndexPass *ip = sized ? PyMem_Calloc(1, sizeof *ip) : NULL;
-            if (ip) memcpy(&ip->p, pb.buf, sizeof ip->p);
+            idx_params *ip = sized ? PyMem_Malloc(sizeof *ip) : NULL;
+            if (ip) memcpy(ip, pb.buf, sizeof *ip);
             PyBuffer_Release(&pb);
             if (!sized) PUT_MOVE_FAIL("an index pass's parameters must be the bytes of idx_params (index.h)");
             if (!(mp->index = ip)) {
@@ -515,7 +504,8 @@ static int torch_input_cuda(PyObject *x) {
 /* A NumPy view of t, a plain PyTorch CPU tensor that neither autograd nor a tracer needs to see (not a negative
  * view); NULL, with no exception left, for anything else. */
 static PyObject *torch_view(PyObject *t) {
-    if (!t_type || Py_TYPE(t) != (PyTypeObject *)t_type || torch_plain(t) != 1 ||
+    odml_torch_info in;
+    if (!t_type || Py_TYPE(t) != (PyTypeObject *)t_type || torch_plain_in(t, &in) != 1 ||
         is_true(PyObject_CallMethodNoArgs(t, s_is_neg)))
         return NULL;
     PyObject *d = PyObject_CallMethodNoArgs(t, s_detach);
@@ -591,7 +581,7 @@ static PyObject *move_call(PyObject *const *args, Py_ssize_t nargs) { return num
 
 int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in) {
     const int64_t t = torch_type(in->dtype);
-    const int64_t es = t ? move_type_size[t] : 0;
+    const int64_t es = t ? odml_type_size[t] : 0;
     return !t || in->ndim > MAX_RANK || key_call(k, KIND_MOVE, op, args, nargs) < 0 || put(k, -1) < 0
            || put(k, move_npy_type[t]) < 0 || put(k, es) < 0 || put_layout(k, in->ndim, in->sizes, in->strides, es) < 0
            ? -1 : 0;
@@ -623,10 +613,7 @@ static PyObject *torch_cpu_move(PyObject *const *args, Py_ssize_t nargs, const o
     if (!e) Py_RETURN_NONE;
     char *data = (char *)(uintptr_t)in->data_ptr;
     /* (a tuned pass's output: the recorded dtype, the view's own, a plain one) */
-    PyObject *result = serve_cpu(e, NULL, &data, NULL, 1, NULL, 0);
-    hits += result && result != Py_None;
-    Py_DECREF(e);
-    return torch_outputs(result);
+    return torch_outputs(serve_cpu(e, NULL, &data, NULL, 1, NULL, 0));
 }
 
 PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs) {
@@ -647,13 +634,10 @@ PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs) {
 
 /* -- The move program's entries on CUDA memory: PyTorch CUDA tensors and CuPy arrays ------------------- */
 
-/* A call on CUDA memory (arrays/cuda.py's move, from the CuPy and PyTorch adapters) recorded as the kernel launches
- * its move program queued (put_move_cuda's steps), keyed as KIND_MOVE_TORCH or KIND_MOVE_CUPY, the operator, the
- * arguments (key_move_arg), then each input's dtype, shape, strides, device and address class mod 16 (one device for
- * all). A hit (cuda_move) allocates each output through the framework (x.new_empty(shape, dtype=...), CuPy's empty),
- * refuses an output address outside the class the launches were chosen for and queues the launches in order on the
- * framework's current stream. The backend's Launch objects the entry holds own the parameter structures (copied by
- * each launch, so nothing queued reads the entry) and make a failed launch's retry and error. */
+/* What is recorded and served: runtime/calls.py's put_move_cuda. The key: KIND_MOVE_TORCH or KIND_MOVE_CUPY, the
+ * operator, the arguments (key_move_arg), then each input's dtype, shape, strides, device and address class mod 16
+ * (one device for all). The backend's Launch objects the entry holds own the parameter structures (copied by each
+ * launch, so nothing queued reads the entry) and make a failed launch's retry and error. */
 
 /* The framework of x (one array, or the first of a list or tuple): 1 PyTorch, 2 CuPy, else 0. */
 static int cuda_framework(PyObject *x) {
@@ -939,16 +923,10 @@ static int uint_item(PyObject *t, Py_ssize_t i, unsigned long long *v) {
 #define PUT_CUDA_MOVE_FAIL(msg) \
     do { PyErr_SetString(PyExc_ValueError, "call_cache_put_move (CUDA): " msg); goto fail; } while (0)
 
-/* call_cache_put_move(op, x, args, outs, origins, steps, multi, generation) with x PyTorch CUDA tensors or CuPy
- * arrays: outs one (shape, dtype, dst_align) per output (dtype a torch.dtype or NumPy dtype; dst_align the
- * output's address mod 16 the launches were chosen for), origins per input the bytes from its data pointer back
- * to element 0 of its bound range, steps one (function, grid, block, shared, params, src, dst, launch) per kernel
- * launch, in order (src -1: a fill; launch the backend's Launch, which owns the parameter structure at the host
- * address params), or for an index-driven pass (function, grid, block, shared, parameter block bytes, src, dst,
- * IndexPass, (at_src, at_dst, at_idx, slots, flags)) (index_step; function 0: the IndexPass runs it; flags: a
- * checked call's, whose served calls wait for their stream and answer None where an index was out of range). False (nothing stored) where the call has no key, the cache is off or was dropped since
- * `generation`, an input no longer has its `planned` (shape, strides as its framework reads them: PyTorch's
- * x.stride(), CuPy's x.strides), or an origin is outside [0, the input's address]; ValueError for a malformed
+/* call_cache_put_move on PyTorch CUDA tensors or CuPy arrays: runtime/calls.py's put_move_cuda, its steps one
+ * (function, grid, block, shared, params, src, dst, launch) per kernel launch (src -1: a fill; launch the backend's
+ * Launch, which owns the parameter structure at the host address params), or an index-driven pass's (index_step).
+ * False also where the call has no key or an origin is outside [0, the input's address]; ValueError for a malformed
  * record. */
 static PyObject *put_move_cuda(PyObject *op, PyObject *x, PyObject *call_args, PyObject *outs, PyObject *origins,
                                PyObject *steps, int multi, int torch, PyObject *planned) {

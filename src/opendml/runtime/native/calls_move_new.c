@@ -56,9 +56,7 @@ static int64_t named_type(const char *name, Py_ssize_t len, const char *prefix) 
 
 int64_t odml_move_dtype_type(PyObject *o) {
     if (!numpy_ready) return 0;
-    /* the spellings arrays/_contract.py's data_type reads without NumPy: a DataType name exactly (upper or
-     * lower case, "DML_TENSOR_DATA_TYPE_" first or not), a DataType member, a PyTorch dtype ("torch.int8");
-     * data_type takes more ("i1", " int8 ", ...): those take the Python route */
+    /* (newshape.h's spellings; data_type takes more, "i1", " int8 ", ...: those take the Python route) */
     if (PyUnicode_CheckExact(o)) {
         Py_ssize_t len;
         const char *name = PyUnicode_AsUTF8AndSize(o, &len);
@@ -219,7 +217,7 @@ static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObjec
         PyArray_Descr *d = PyArray_DescrFromType(move_npy_type[g->out_type[i]]);
         if (!d) goto fail;
         o->dtype = (PyObject *)d;
-        out_size[i] = move_type_size[g->out_type[i]];
+        out_size[i] = odml_type_size[g->out_type[i]];
         o->rank = g->out_rank[i];
         memcpy(o->dims, g->out_dims[i], sizeof(int64_t) * (size_t)g->out_rank[i]);
         o->bytes = g->out_count[i] * out_size[i];
@@ -260,21 +258,16 @@ PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, P
     const int keyed = move_key(&k, op, xo, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args),
                                keyed_in, &keyed_n) == 0 && keyed_n == n_in;
     if (PyErr_Occurred()) drop_error();
-    PyObject *result = serve_cpu(e, NULL, NULL, in, n_in, keyed ? &k : NULL, gen);
-    Py_DECREF(e);
-    return result;
+    return serve_cpu(e, NULL, NULL, in, n_in, keyed ? &k : NULL, gen);
 }
 
-/* -- a new shape of the first five served at the cache's miss ----------------------------------------
+/* -- a new shape of the first five served at the cache's miss (runtime/calls.py's LOWER_PLAIN) ----------
  *
- * A call_cache_call miss on an exact NumPy array of SLICE, SLICE1, SLICE_GRAD, UNFOLD or FOLD is served in the same
- * C call where the Python route would do nothing else: move_new has run, since the cache was last emptied (every
- * configure() empties it), a call of that operator on an array of the same dtype and rank that its plain lowering
- * (ODML_LOWER_PLAIN) took (so the array API's checks, which read only those, have passed: `templates`, with its
- * lowering number and the CPU backend's conf); the lowering takes the arguments; and the entry fits as tuned_entry
- * requires. Then the call is lowered, run and recorded as move_new does (counted in `plain_served`, which
- * plan_cache_info counts as misses); anything else returns None and takes the Python route, which gives every
- * error. */
+ * Served where the Python route would do nothing else: move_new has run, since the cache was last emptied, a call of
+ * that operator on an array of the same dtype and rank that its plain lowering took (so the array API's checks, which
+ * read only those, have passed: `templates`, with its lowering number and the CPU backend's conf); the lowering takes
+ * the arguments; and the entry fits as tuned_entry requires. Counted in `plain_served`, which plan_cache_info counts
+ * as misses; anything else returns None and takes the Python route, which gives every error. */
 #define MAX_TEMPLATES 64
 static struct { int64_t op; int type, rank, lowering; } templates[MAX_TEMPLATES];
 static int n_templates;
@@ -295,7 +288,7 @@ static int template_of(int64_t op, int type, int rank) {
 /* A call of a plain lowering move_new served and recorded: its operator, dtype and rank a template, conf known. */
 static void learn_template(PyObject *op, PyArrayObject *x, int lowering, const int64_t *conf) {
     int64_t code;
-    if (exact_int(op, &code) < 0) return;
+    if (odml_exact_i64(op, &code) < 0) return;
     const int type = PyArray_TYPE(x), rank = PyArray_NDIM(x);
     if (template_of(code, type, rank) < 0 && n_templates < MAX_TEMPLATES) {
         templates[n_templates].op = code;
@@ -310,7 +303,7 @@ static void learn_template(PyObject *op, PyArrayObject *x, int lowering, const i
 PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x, const Key *k) {
     int64_t op;
     int t;
-    if (!conf_known || exact_int(args[0], &op) < 0 || (t = template_of(op, PyArray_TYPE(x), PyArray_NDIM(x))) < 0)
+    if (!conf_known || odml_exact_i64(args[0], &op) < 0 || (t = template_of(op, PyArray_TYPE(x), PyArray_NDIM(x))) < 0)
         Py_RETURN_NONE;
     Entry *e = plain_entry(templates[t].lowering, x, args + 2, nargs - 2, known_conf);
     if (!e) {                                      /* (no memory: the Python route says so) */
@@ -318,21 +311,15 @@ PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x,
         Py_RETURN_NONE;
     }
     PyObject *out = serve_cpu(e, NULL, NULL, &x, 1, k, (int64_t)generation);
-    Py_DECREF(e);
     if (out && out != Py_None) plain_served++;
     return out;
 }
 
-/* call_cache_move_new(op, lowering, x, args, generation, conf) -> the output(s), or None
- *
- * A never-seen shape of a family call on exact NumPy arrays (or plain PyTorch CPU tensors, through NumPy views, as
- * call_cache_move serves them) in one C call: the call's C lowering (newshape_move.c; `lowering` its
- * ODML_LOWER_* number with the operator's element types), the passes packed, new outputs, the passes run, and the
- * call recorded as call_cache_put_move records it (where the cache is on and still in `generation`), so the next such
- * call is a hit of call_cache_move. `op`, x (an array, or a list or tuple of arrays) and `args` are what the function
- * offers call_cache_move (the key's); conf is CpuBackend.plain_conf. None, nothing run, wherever the Python route
- * must run the call: the lowering declines (anything but a valid call in its simple forms), an output cannot be
- * allocated (the Python route raises the error naming it), an input changed while the outputs were allocated. */
+/* call_cache_move_new on NumPy arrays (runtime/calls.py's move_new; `lowering` its ODML_LOWER_* number with the
+ * operator's element types): the passes packed, new outputs, the passes run and recorded. None, nothing run,
+ * wherever the Python route must run the call: the lowering declines (anything but a valid call in its simple
+ * forms), an output cannot be allocated (the Python route raises the error naming it), an input changed while the
+ * outputs were allocated. */
 static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
     (void)nargs;
     int64_t lowering, gen, c[5];
@@ -390,7 +377,7 @@ static int cuda_input(CudaInputs *c, int i, int64_t type, int n, const int64_t *
                              uint64_t data) {
     odml_layout L;
     odml_move_input *x = &c->xs[i];
-    const int64_t es = type >= 1 && type <= 11 ? move_type_size[type] : 0;
+    const int64_t es = type >= 1 && type <= 11 ? odml_type_size[type] : 0;
     if (!es || odml_layout_from_bytes(n, shape, bstrides, es, &L)) return -1;
     int64_t back = 0, span = 1;
     for (int d = 0; d < n; d++) {
@@ -423,7 +410,7 @@ static int cuda_launches(const odml_move_prog *g, const CudaInputs *c, const uin
 
 int cuda_sources(const CudaInputs *c, uint64_t *src) {
     for (int i = 0; i < c->n; i++) {
-        if (c->data[i] % (uint64_t)move_type_size[c->xs[i].type]) return -1;
+        if (c->data[i] % (uint64_t)odml_type_size[c->xs[i].type]) return -1;
         src[i] = c->data[i] - (uint64_t)c->origin[i];
     }
     return 0;
@@ -526,14 +513,14 @@ static int cuda_input_keyed(CudaInputs *c, int i, int torch, const int64_t *w, u
         }
         type = descr_type(d);
         Py_DECREF(d);
-        if (type && w[1] != move_type_size[type]) return -1;
+        if (type && w[1] != odml_type_size[type]) return -1;
         w += 2;
     }
     const int n = (int)w[0];
     if (!type || n < 1 || n > MAX_RANK) return -1;
     for (int d = 0; d < n; d++) {
         bstrides[d] = w[1 + n + d];                 /* (PyTorch's count elements) */
-        if (torch && __builtin_mul_overflow(w[1 + n + d], move_type_size[type], &bstrides[d])) return -1;
+        if (torch && __builtin_mul_overflow(w[1 + n + d], odml_type_size[type], &bstrides[d])) return -1;
     }
     return cuda_input(c, i, type, n, w + 1, bstrides, data);
 }
@@ -639,7 +626,7 @@ static int cuda_output(int torch, PyObject *in0, int64_t t, int rank, const int6
         *result = allocation_failed();
         return -1;
     }
-    if (dst == -1 || (uint64_t)dst % (uint64_t)move_type_size[t]) return 1;
+    if (dst == -1 || (uint64_t)dst % (uint64_t)odml_type_size[t]) return 1;
     dsts[i] = (uint64_t)dst;
     return 0;
 }
@@ -701,7 +688,7 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     odml_move_prog *g = NULL;
     odml_move_launch *L = NULL;
     Entry *e = NULL;
-    if (!PyTuple_CheckExact(call_args) || exact_int(gen_o, &gen)
+    if (!PyTuple_CheckExact(call_args) || odml_exact_i64(gen_o, &gen)
             || !PyTuple_CheckExact(conf) || PyTuple_GET_SIZE(conf) < 2 || !PyDict_CheckExact(PyTuple_GET_ITEM(conf, 0))
             || cuda_inputs(xo, torch, in, &n, &seq) < 0) {
         if (PyErr_Occurred()) drop_error();
@@ -814,7 +801,7 @@ int numpy_cuda_inputs(PyArrayObject *const *in, int n_in, PyObject *dp, CudaInpu
     for (int i = 0; i < n_in; i++) {
         const int nd = PyArray_NDIM(in[i]);
         int64_t p;
-        if (!PyArray_ISNOTSWAPPED(in[i]) || nd < 1 || nd > MAX_RANK || exact_int(PyTuple_GET_ITEM(dp, i), &p)
+        if (!PyArray_ISNOTSWAPPED(in[i]) || nd < 1 || nd > MAX_RANK || odml_exact_i64(PyTuple_GET_ITEM(dp, i), &p)
                 || cuda_input(c, i, descr_type(PyArray_DESCR(in[i])), nd, (const int64_t *)PyArray_DIMS(in[i]),
                               (const int64_t *)PyArray_STRIDES(in[i]), (uint64_t)p) < 0) {
             if (PyErr_Occurred()) drop_error();
@@ -927,7 +914,7 @@ static PyObject *torch_cpu_new(PyObject *const *args) {
 static PyObject *move_new_route(PyObject *const *args, Py_ssize_t nargs) {
     int64_t lowering = 0;
     const int listed = PyList_CheckExact(args[2]) || PyTuple_CheckExact(args[2]);
-    const int ok = exact_int(args[1], &lowering) == 0 && listed == !!(lowering & ODML_LOWER_SEQUENCE);
+    const int ok = odml_exact_i64(args[1], &lowering) == 0 && listed == !!(lowering & ODML_LOWER_SEQUENCE);
     if (ok && lowering & ODML_LOWER_PLAIN && numpy_ready && t_from_numpy
             && Py_TYPE(args[2]) == (PyTypeObject *)t_type) {
         PyObject *out = torch_cpu_new(args);

@@ -3,15 +3,10 @@
 #define NO_IMPORT_ARRAY
 #include "calls.h"
 
-/* call_cache_packed(code, split, fallback, extra, x, packed) -> the output:
- * a C++ window operator's direct kernel (arrays/torch/inductor.py), what
- * Inductor's wrapper calls instead of the operator. As the operator's kernel
- * (arrays/torch/node.cpp, run_op) does: the packed list split back into `split`
- * lists of one length, then the call cache's call (code, x, *lists, *extra)
- * on a PyTorch tensor that neither autograd nor a tracer must see (the
- * operator's Autograd kernel records a tensor that requires grad with grad
- * mode on: that call is the operator's). Every call not served, a list of
- * another length included, is fallback(x, packed), the operator itself. */
+/* call_cache_packed: runtime/calls.py's packed, what Inductor's wrapper calls instead of the operator, as the
+ * operator's kernel does (arrays/torch/node.cpp, run_op): the split lists of one length, a tensor that neither
+ * autograd nor a tracer must see (one that requires grad with grad mode on is the operator's Autograd kernel's to
+ * record). Every call not served, a list of another length included, is fallback(x, packed), the operator itself. */
 PyObject *odml_py_call_cache_packed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 6 || !PyTuple_Check(args[3]) || PyTuple_GET_SIZE(args[3]) > 4) {
@@ -28,8 +23,9 @@ PyObject *odml_py_call_cache_packed(PyObject *self, PyObject *const *args, Py_ss
     PyObject *x = args[4], *packed = args[5], *extra = args[3];
     if (enabled && table && numpy_ready && t_type && Py_TYPE(x) == (PyTypeObject *)t_type &&
         (PyList_CheckExact(packed) || PyTuple_CheckExact(packed))) {
-        int where = torch_plain(x);
-        if (PyErr_Occurred()) {                     /* (torch_plain reads drop theirs; the operator answers) */
+        odml_torch_info in;
+        int where = torch_plain_in(x, &in);
+        if (PyErr_Occurred()) {                     /* (torch_plain_in's reads drop theirs; the operator answers) */
             drop_error();
             where = 0;
         }

@@ -93,53 +93,40 @@ static PyObject *py_param_sizes(PyObject *self, PyObject *unused) {
 /* The glue's Python functions (calls*.c, newshape.c, move_params.c, cuda_spec.c, cuda_launch.c, blocks.c,
  * indexed/index.c): X(NAME of odml_py_NAME, its calling convention, its docstring). */
 #define ODML_GLUE(X)                                                                                                \
-    X(call_cache_call, FASTCALL, "call_cache_call(op, x, *args) -> the output, or None where the call must take "   \
-      "the Python route (calls.c)")                                                                                 \
-    X(call_cache_packed, FASTCALL, "call_cache_packed(code, split, fallback, extra, x, packed) -> the output: a "   \
-      "C++ window operator's direct kernel, the call cache's call on the packed list split back, else "             \
-      "fallback(x, packed) (calls_packed.c)")                                                                       \
-    X(call_cache_put_eager, VARARGS, "call_cache_put_eager(op, x, args, eager, generation) -> whether stored: "     \
-      "eager(x) records a call like this one for autograd and runs it (calls.c)")                                   \
-    X(call_cache_torch_eager, O, "call_cache_torch_eager(eager_ok): the check an eager entry's call passes first "  \
-      "(calls.c)")                                                                                                  \
-    X(call_cache_move, FASTCALL, "call_cache_move(op, x, *args) -> a repeated call's output (call_cache_call's "    \
-      "entries alike; a list for SPLIT), or None where it must take the Python route (calls_move.c); x: an "        \
-      "array, or a list or tuple of arrays (JOIN, the index functions)")                                            \
+    X(call_cache_call, FASTCALL, "call_cache_call(op, x, *args): runtime/calls.py's call (calls.c)")                \
+    X(call_cache_packed, FASTCALL, "call_cache_packed(code, split, fallback, extra, x, packed): runtime/calls.py's " \
+      "packed (calls_packed.c)")                                                                                    \
+    X(call_cache_put_eager, VARARGS, "call_cache_put_eager(op, x, args, eager, generation): runtime/calls.py's "     \
+      "put_eager (calls.c)")                                                                                        \
+    X(call_cache_torch_eager, O, "call_cache_torch_eager(eager_ok): runtime/calls.py's register_torch_eager")       \
+    X(call_cache_move, FASTCALL, "call_cache_move(op, x, *args): runtime/calls.py's move (calls_move.c)")           \
     X(call_cache_put_move, VARARGS, "call_cache_put_move(op, x, args, outs, origins, passes, multi, generation, "   \
-      "planned=None) -> whether stored")                                                                            \
-    X(call_cache_move_types, O, "call_cache_move_types(tuple of enum types): their members key family arguments "   \
-      "by identity")                                                                                                \
+      "planned=None) -> whether stored: runtime/calls.py's put_move and put_move_cuda")                             \
+    X(call_cache_move_types, O, "call_cache_move_types(types): runtime/calls.py's register_move_types")             \
     X(call_cache_move_new, FASTCALL, "call_cache_move_new(op, lowering, x, args, generation, conf, "                \
-      "cuda_conf=None) -> a never-seen shape's output of a call on NumPy arrays, PyTorch tensors or CuPy "          \
-      "arrays, lowered in C (newshape_move.c) and recorded in the call cache, None, or a CUDA kernel's name to "    \
-      "compile first (calls_move_new.c)")                                                                           \
+      "cuda_conf=None): runtime/calls.py's move_new (calls_move_new.c)")                                            \
     X(move_lowering, FASTCALL, "move_lowering(lowering, x, args, conf) -> (shape, dtype, passes) "                  \
       "call_cache_move_new would run, or None")                                                                     \
     X(cuda_move_steps, FASTCALL, "cuda_move_steps(lowering, x, args, data_ptrs, dst_ptrs, settings) -> (shapes, "   \
       "launches) call_cache_move_new would make on CUDA memory laid out as x, or None (cuda_move_spec.c)")          \
     X(call_cache_index_new, FASTCALL, "call_cache_index_new(op, which, types, given, args, generation, "            \
-      "min_bytes) -> a never-seen shape's output of an index function, lowered in C and recorded in the call "      \
-      "cache, or None (newshape_index.c)")                                                                          \
+      "min_bytes, cuda_conf=None): runtime/calls.py's index_new (newshape_index.c)")                                \
     X(cuda_index_steps, FASTCALL, "cuda_index_steps(which, types, given, args, data_ptrs, dst_ptr, move_settings, " \
       "index_settings) -> (shape, launches) call_cache_index_new would make on CUDA, or None (cuda_index_spec.c)")  \
     X(index_lowering, FASTCALL, "index_lowering(which, types, given, args, min_bytes) -> (shape, dtype, passes) "   \
       "call_cache_index_new would record, or None")                                                                 \
-    X(call_cache_entry, FASTCALL, "call_cache_entry(op, x, *args) -> a dict of what the entry for this call "       \
-      "holds, or None (tests)")                                                                                     \
-    X(call_cache_cuda_retry, O, "call_cache_cuda_retry(retry): what retries a failed launch of an entry "           \
-      "call_cache_move_new made")                                                                                   \
-    X(call_cache_torch_api, O, "call_cache_torch_api(capsule or None): PyTorch's tensor accessors for the call "    \
-      "cache (torch_api.h)")                                                                                        \
+    X(call_cache_entry, FASTCALL, "call_cache_entry(op, x, *args): runtime/calls.py's entry")                       \
+    X(call_cache_cuda_retry, O, "call_cache_cuda_retry(retry): runtime/calls.py's register_cuda_retry")             \
+    X(call_cache_torch_api, O, "call_cache_torch_api(capsule or None): runtime/calls.py's register_torch_api")      \
     X(call_cache_torch, VARARGS, "call_cache_torch(Tensor, is_grad_enabled, dispatch_stack_len, "                   \
-      "is_functorch_wrapped, raw_stream, current_device, from_numpy): PyTorch's hooks")                             \
-    X(call_cache_cupy, VARARGS, "call_cache_cupy(ndarray, empty, current_device, current_stream_ptr): CuPy's "      \
-      "hooks")                                                                                                      \
+      "is_functorch_wrapped, raw_stream, current_device, from_numpy): runtime/calls.py's register_torch")           \
+    X(call_cache_cupy, VARARGS, "call_cache_cupy(ndarray, empty, current_device, current_stream_ptr): "             \
+      "runtime/calls.py's register_cupy")                                                                           \
     X(call_cache_clear, NOARGS, "call_cache_clear(): drop every entry")                                             \
     X(call_cache_generation, NOARGS, "call_cache_generation() -> how many times the cache was dropped (a put "      \
       "names the one it started in)")                                                                               \
     X(call_cache_enable, VARARGS, "call_cache_enable([flag]) -> previous flag (False also drops every entry)")      \
-    X(call_cache_info, NOARGS, "call_cache_info() -> dict(enabled, numpy, entries, hits, misses, planned, "         \
-      "front)")                                                                                                     \
+    X(call_cache_info, NOARGS, "call_cache_info(): runtime/calls.py's info")                                        \
     X(index_run_pass, VARARGS, "index_run_pass(params, src, src_len, dst, dst_len, index_addrs, index_lens): one "  \
       "Gather or Scatter pass")                                                                                     \
     X(cuda_launch, FASTCALL, "cuda_launch(function, grid, block, shared_mem, stream, src, dst, params) -> "         \

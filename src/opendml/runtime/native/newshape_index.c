@@ -374,6 +374,21 @@ static int ix_lower(int which, ix_in *xs, PyObject *const *args, Py_ssize_t narg
          : which == IX_SCATTER_ND ? lower_scatter_nd(&xs[0], &xs[1], &xs[2], args, nargs, g) : -1;
 }
 
+/* g's passes (their outer counts completed: odml_ix_outer) checked to stay inside the n_in inputs of `span`
+ * elements of `in_size` bytes and the packed output, whatever the index values: the output's elements, or -1. */
+static int64_t ix_fits(ix_prog *g, const int64_t *span, const int *in_size, int n_in) {
+    int64_t count = 1;
+    const int out_size = (int)odml_type_size[g->out_type];
+    for (int d = 0; d < g->out_rank; d++) count *= g->out_dims[d];
+    for (int i = 0; i < g->n_pass; i++) {
+        idx_params *p = &g->p[i];
+        p->outer = p->outer ? p->outer : odml_ix_outer(p);
+        const Pass mp = {.src = g->src[i]};
+        if (!index_pass_fits(&mp, p, span, in_size, &count, &out_size, n_in, 1)) return -1;
+    }
+    return count;
+}
+
 /* The entry of function `which` on the n_in inputs `in` (exact ndarrays) and the call's arguments: the
  * types the operator's tables take at the newest level are `types` (bit 16 * j + t: DataType t for array
  * j); an output of min_bytes or more comes from the output blocks. NULL with no exception where the route
@@ -393,7 +408,9 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in
             return NULL;
         in_size[j] = (int)xs[j].es;
     }
-    if (ix_lower(which, xs, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), &g) < 0)
+    int64_t count;
+    if (ix_lower(which, xs, ((PyTupleObject *)call_args)->ob_item, PyTuple_GET_SIZE(call_args), &g) < 0
+            || (count = ix_fits(&g, span, in_size, n_in)) < 0)
         return NULL;
     Entry *e = entry_alloc(KIND_MOVE, 1, g.n_pass);
     if (!e) return NULL;
@@ -406,32 +423,21 @@ static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in
     for (int j = 0; j < n_in; j++) e->origin[j] = origin[j];
     o->rank = g.out_rank;
     memcpy(o->dims, g.out_dims, sizeof(int64_t) * (size_t)g.out_rank);
-    int64_t count = 1;
-    const int out_size = (int)odml_type_size[g.out_type];
-    for (int i = 0; i < g.out_rank; i++) count *= g.out_dims[i];
-    o->bytes = count * out_size;
+    o->bytes = count * odml_type_size[g.out_type];
     o->use_blocks = o->bytes >= min_bytes;
     e->total = o->bytes;
     for (int i = 0; i < g.n_pass; i++) {
         Pass *mp = &e->passes[i];
-        idx_params *p = &g.p[i];
-        p->outer = p->outer ? p->outer : odml_ix_outer(p);
-        IndexPass *ip = PyMem_Calloc(1, sizeof *ip);
-        if (!ip) {
+        if (!(mp->index = PyMem_Malloc(sizeof g.p[i]))) {
             PyErr_NoMemory();
             Py_DECREF(e);
             return NULL;
         }
-        ip->p = *p;
+        memcpy(mp->index, &g.p[i], sizeof g.p[i]);
         mp->kernel = PASS_INDEX;
-        mp->index = ip;
         mp->src = g.src[i];
         mp->threads = 1;
         mp->checked = g.checked[i];
-        if (!index_pass_fits(mp, ip, span, in_size, &count, &out_size, n_in, 1)) {
-            Py_DECREF(e);
-            return NULL;
-        }
     }
     return e;
 }
@@ -500,17 +506,7 @@ static int index_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args,
         }
     }
     ix_prog *g = &ix->g;
-    if (ix_lower(ix->which, xs, args, nargs, g) < 0) return -1;
-    int64_t count = 1;
-    const int out_size = (int)odml_type_size[g->out_type];
-    for (int d = 0; d < g->out_rank; d++) count *= g->out_dims[d];
-    for (int i = 0; i < g->n_pass; i++) {
-        idx_params *p = &g->p[i];
-        p->outer = p->outer ? p->outer : odml_ix_outer(p);
-        Pass mp = {.src = g->src[i]};
-        IndexPass ip = {.p = *p};
-        if (!index_pass_fits(&mp, &ip, c->span, in_size, &count, &out_size, c->n, 1)) return -1;
-    }
+    if (ix_lower(ix->which, xs, args, nargs, g) < 0 || ix_fits(g, c->span, in_size, c->n) < 0) return -1;
     out->n_out = 1;
     out->multi = 0;
     out->out_type[0] = g->out_type;
@@ -635,13 +631,10 @@ done:
     return result;
 }
 
-/* call_cache_index_new(op, which, types, given, args, generation, min_bytes) -> the output of a never-seen
- * shape of an index function on NumPy arrays or plain PyTorch CPU tensors, lowered here and recorded in the
- * call cache; with cuda_conf, on PyTorch CUDA tensors or CuPy arrays, launched from C too (cuda_new); or None
- * (the Python route runs it). */
+/* call_cache_index_new (runtime/calls.py's index_new): new_shape's route, index_new on the CPU, cuda_new on CUDA. */
 static PyObject *index_new_route(PyObject *const *args, Py_ssize_t nargs) {
     int64_t which = 0, types = 0;
-    const int ok = exact_int(args[1], &which) == 0 && exact_int(args[2], &types) == 0;
+    const int ok = odml_exact_i64(args[1], &which) == 0 && odml_exact_i64(args[2], &types) == 0;
     IndexNew how;                                /* (its g zeroed by index_lower: not on every call) */
     how.base = (CudaNew){index_lower, index_plan, 0};
     how.which = (int)which;
@@ -665,7 +658,7 @@ static PyObject *index_lowering(PyObject *const *args) {
     if (!shape || !passes) goto done;
     for (int i = 0; i < e->n_pass; i++) {
         const Pass *mp = &e->passes[i];
-        PyObject *t = Py_BuildValue("(iiy#ii)", mp->src, mp->dst, (const char *)&((IndexPass *)mp->index)->p,
+        PyObject *t = Py_BuildValue("(iiy#ii)", mp->src, mp->dst, (const char *)mp->index,
                                     (Py_ssize_t)sizeof(idx_params), mp->threads, mp->checked);
         if (!t) goto done;
         PyTuple_SET_ITEM(passes, i, t);
