@@ -15,7 +15,7 @@ import pytest
 import opendml as dml
 from opendml.plan import CopyPlan, MovePlan
 from opendml.runtime import params as P
-from opendml.runtime.cuda import tuned as ct
+from opendml.runtime.cuda import launch, tuned as ct
 from opendml.runtime.cuda.launch import INCLUDE, KERNELS
 from opendml.runtime.cuda.tuned import _unfold_launch, unfold_box, word_plan
 from tests import reference as ref
@@ -562,3 +562,15 @@ def test_cuda_and_cuda_0_share_one_backend(monkeypatch):
     assert one is not zero and rt.get_backend("cuda:1") is one and made == [0, 1]
     monkeypatch.setattr(rt, "_BACKENDS", {})
     assert rt.get_backend("cuda") is rt.get_backend("cuda:0") and made == [0, 1, 0]
+
+
+@pytest.mark.parametrize("via, driver, fast, route", [
+    ("native", False, False, "cupy"), ("native", True, False, "driver"), ("native", True, True, "native"),
+    ("driver", False, True, "cupy"), ("driver", True, True, "driver"), ("cupy", True, True, "cupy"),
+    ("bogus", True, True, "cupy")])
+def test_launch_route_is_the_route_a_launch_takes(monkeypatch, via, driver, fast, route):
+    """One rule (launch.launch_route) gives both a Launch's route and cache_info's launch_via: an unknown
+    LAUNCH_VIA launches through CuPy, and cache_info says so (it said "driver" before)."""
+    monkeypatch.setattr(launch, "_driver", lambda: object() if driver else None)
+    monkeypatch.setattr(launch, "_fast_launch", lambda: object() if fast else None)
+    assert launch.launch_route(via) == route

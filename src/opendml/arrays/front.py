@@ -655,7 +655,11 @@ def _on_dynamo(module) -> None:
     """Tell ``torch._dynamo``, now imported, which functions enter a graph whole (those registered so far and
     later), and what it traces in the place of those with arguments read as enum members: where a traced
     frame calls the function, its stand-in (``torch.compiler.substitute_in_graph``: an eager call runs the
-    function as it is)."""
+    function as it is). A PyTorch without it (before 2.5; the PyTorch wing refuses any before
+    ``arrays.torch.dtypes.MIN_TORCH``) is left as it is."""
+    if not hasattr(importlib.import_module("torch.compiler"), "substitute_in_graph"):
+        return
+
     def enter(f):
         module.allow_in_graph(f)
         if f in _STAND_INS:

@@ -1,14 +1,32 @@
 """The PyTorch wing's dtype tables, in one place (the adapter and the
 ``torch.library`` operators both read them): which PyTorch dtypes have a
 DirectML data type (``DTYPES``, to NumPy's; ``TORCH_DTYPES`` back), and
-``numpy_dtype``, the one check that names what DirectML cannot take."""
+``numpy_dtype``, the one check that names what DirectML cannot take; and the
+PyTorch version check every module of the wing passes through (it imports this
+one before anything version-dependent)."""
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import torch
 
 from ...model.errors import UnsupportedError
 from .._contract import DTYPE_NAMES
+
+#: The oldest PyTorch the wing is written for (its tests run on 2.11 and 2.13).
+MIN_TORCH = (2, 11)
+
+
+def check_torch_version(version: str) -> None:
+    """``UnsupportedError`` for a PyTorch older than ``MIN_TORCH`` (``version``: ``torch.__version__``)."""
+    m = re.match(r"(\d+)\.(\d+)", str(version))
+    if m is None or tuple(map(int, m.groups())) < MIN_TORCH:
+        raise UnsupportedError(f"PyTorch {version}: opendml's PyTorch support needs PyTorch "
+                               f"{MIN_TORCH[0]}.{MIN_TORCH[1]} or later")
+
+
+check_torch_version(torch.__version__)
 
 __all__ = ["DTYPES", "TORCH_DTYPES", "SUPPORTED_DTYPES", "numpy_dtype", "torch_dtype", "check_device", "device_error"]
 
