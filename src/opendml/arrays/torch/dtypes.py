@@ -2,8 +2,9 @@
 ``torch.library`` operators both read them): which PyTorch dtypes have a
 DirectML data type (``DTYPES``, to NumPy's; ``TORCH_DTYPES`` back), and
 ``numpy_dtype``, the one check that names what DirectML cannot take; and the
-PyTorch version check every module of the wing passes through (it imports this
-one before anything version-dependent)."""
+PyTorch version check, run at this module's import, which every way into the
+wing (the adapter, ``opendml.torch``) reaches through ``dynamic`` before any
+module that depends on PyTorch's version."""
 from __future__ import annotations
 
 import re
