@@ -210,8 +210,9 @@ def prepare_fold(plan: FoldPlan, src, dst):
 def prepare_scatter(plan: ScatterPlan, src, dst):
     """The whole output zeroed, then the covered positions (``first + i*step``,
     ``i < taken``, in every dimension) copied from the input: one view each
-    (faster here than zeroing only the uncovered boxes, view by view; where
-    output elements share memory the copy wins, as there)."""
+    (2-4x faster than zeroing only the uncovered boxes view by view where the
+    window steps, about 10% slower for a dense window; where output elements
+    share memory the copy wins)."""
     p = plan.canonical(cpu=True)
     copies = []
     if all(p.taken):
