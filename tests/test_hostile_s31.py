@@ -43,3 +43,99 @@ def test_a_numpy_scalar_given_as_dtype_reads_as_the_python_number(call_cache):
                     make(scalar)
                 assert type(got.value) is type(want.value)
                 assert str(got.value) == str(want.value).replace(repr(plain), repr(scalar))
+
+
+class _NoIndex:
+    """An int-like whose value cannot be read (as a PyTorch meta tensor's or a JAX tracer's cannot)."""
+
+    def __index__(self):
+        raise RuntimeError("no value")
+
+    def __repr__(self):
+        return "_NoIndex()"
+
+
+class _NoItems:
+    """A sequence whose items cannot be read."""
+
+    def tolist(self):
+        raise NotImplementedError("no data")
+
+    def __repr__(self):
+        return "_NoItems()"
+
+
+class _NoIter:
+    """A sized sequence whose iteration fails."""
+
+    def __len__(self):
+        return 2
+
+    def __iter__(self):
+        raise KeyError("no items")
+
+    def __repr__(self):
+        return "_NoIter()"
+
+
+def _int_and_sequence_calls():
+    import numpy as np
+    x = np.arange(24.0, dtype=np.float32).reshape(4, 6)
+    x4 = np.arange(120.0, dtype=np.float32).reshape(2, 3, 4, 5)
+    seq = {"slice": lambda v: dml.slice(x, v, [1, 1], [1, 1]),
+           "slice1": lambda v: dml.slice1(x, [0, 0], [1, 1], v),
+           "unfold": lambda v: dml.unfold(x4, v),
+           "fold": lambda v: dml.fold(np.ones((1, 1, 4), np.float32), v, [1, 1]),
+           "fold window": lambda v: dml.fold(np.ones((1, 1, 4), np.float32), [2, 2], v),
+           "slice_grad": lambda v: dml.slice_grad(np.ones((2, 2), np.float32), v, [0, 0], [2, 2], [1, 1]),
+           "pad": lambda v: dml.pad(x, v, 0),
+           "tile": lambda v: dml.tile(x, v),
+           "split": lambda v: dml.split(x, 1, v),
+           "diagonal_matrix": lambda v: dml.diagonal_matrix(shape=v),
+           "TensorDesc": lambda v: dml.TensorDesc("FLOAT32", v)}
+    one = {"split": lambda v: dml.split(x, v, [1, 5]),
+           "join": lambda v: dml.join([x, x], v),
+           "depth_to_space": lambda v: dml.depth_to_space(x4, v),
+           "gather": lambda v: dml.gather(x, np.array([0]), v),
+           "gather_nd": lambda v: dml.gather_nd(x, np.array([[0]]), v),
+           "one_hot": lambda v: dml.one_hot(np.array([0, 1]), v, np.array([0.0, 1.0])),
+           "reverse_subsequences": lambda v: dml.reverse_subsequences(x, np.full((1, 6), 2, np.uint32), v),
+           "diagonal_matrix": lambda v: dml.diagonal_matrix(x, begin=v),
+           "create_buffer": lambda v: dml.Device("cpu").create_buffer(v)}
+    return seq, one
+
+
+def test_an_argument_whose_value_cannot_be_read_is_a_validation_error():
+    # an int or sequence argument whose value cannot be read (a PyTorch meta tensor, a JAX tracer, anything whose
+    # __index__ or tolist raises) escaped as the raw RuntimeError, NotImplementedError... of reading it
+    torch = pytest.importorskip("torch")
+    seq, one = _int_and_sequence_calls()
+    meta = torch.tensor([0, 1], device="meta")
+    for name, call in seq.items():
+        for value in (meta, _NoItems(), _NoIter(), [_NoIndex(), 1], [meta[0], 1]):
+            with pytest.raises(dml.ValidationError, match="must .*; got"):
+                call(value)
+    for name, call in one.items():
+        for value in (meta[0], _NoIndex()):
+            with pytest.raises(dml.ValidationError, match="must be an integer.*; got"):
+                call(value)
+
+
+def test_configure_names_a_count_whose_value_cannot_be_read():
+    # configure's counts raise the documented TypeError, not the RuntimeError of reading a meta tensor
+    torch = pytest.importorskip("torch")
+    for value in (torch.tensor(2, device="meta"), _NoIndex()):
+        with pytest.raises(TypeError, match="configure: threads must be an int"):
+            dml.configure(threads=value)
+
+
+def test_a_jax_tracer_given_for_a_sequence_argument_is_a_validation_error():
+    # under jax.jit a traced array given for offsets raised JAX's ConcretizationTypeError from inside opendml;
+    # an int argument traced was already refused naming it
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    x = jnp.arange(24.0, dtype=jnp.float32).reshape(4, 6)
+    with pytest.raises(dml.ValidationError, match="SLICE: Offsets must be a sequence of integers; got .*cannot be read"):
+        jax.jit(lambda x, o: dml.slice(x, o, [1, 1], [1, 1]))(x, jnp.array([0, 1]))
+    with pytest.raises(dml.ValidationError, match="TILE: Repeats"):
+        jax.jit(lambda x, r: dml.tile(x, r))(x, jnp.array([1, 2]))

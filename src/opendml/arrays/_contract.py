@@ -330,7 +330,7 @@ def axis(value, rank: int, function: str) -> int:
         raise ValidationError(f"{function}: axis must be an integer; got {value!r}")
     try:
         a = operator.index(value)
-    except TypeError:
+    except Exception:  # noqa: BLE001 - no int value (as_int's reason)
         raise ValidationError(f"{function}: axis must be an integer; got {_short(value)}") from None
     if not -rank <= a < rank:
         raise ValidationError(f"{function}: axis must be in [{-rank}, {rank - 1}] for arrays of {rank} dimensions; "
