@@ -120,7 +120,6 @@ class _Blocks(torch.nn.Module):
         super().__init__()
         self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
         self.start_padding, self.end_padding = split_padding(padding)
-        # the number of spatial axes: the length of the first sequence, else 2 (as torch.nn.Unfold and Fold)
         self.spatial_dims = next((len(v) for v in (*sized, kernel_size, dilation, stride, self.start_padding,
                                                    self.end_padding) if _is_sequence(v)), 2)
 

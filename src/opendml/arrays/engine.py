@@ -148,15 +148,13 @@ def run_numpy(call: Call, arrays) -> list:
     a compiled run is recorded in the C call cache, ``runtime.calls.move`` serves it before the function gets
     here)."""
     key = record = None
-    # A replaced ``execute`` (a spy, a mock) is given every call, uncached.
-    if call.key is not None and execute is _EXECUTE:
+    if call.key is not None and execute is _EXECUTE:      # (a replaced ``execute`` is given every call, uncached)
         arrays_key = planner.array_key(arrays)
         if arrays_key is not None:
             since = _calls.generation() if call.ccall is not None else None   # before any setting is read
             backend = get_backend("cpu")
-            # A backend whose prepare was replaced on the instance (a spy, a mock) records nothing new here (calls
-            # the C cache holds are still served from C: only a replaced ``execute`` is given every call);
-            # configure(call_cache=False) turns this cache off too.
+            # a backend whose prepare was replaced on the instance (a spy) records nothing new here (calls the C
+            # cache holds are still served from C); configure(call_cache=False) turns this cache off too
             if "prepare" not in backend.__dict__ and backend.config.call_cache:
                 key = (call.key, arrays_key)
                 # the layouts planned for: the C record is refused where another thread changed one meanwhile

@@ -376,9 +376,8 @@ _DOC = """{summary}
     Parameters
     ----------
     {array} : {array_type}
-        {shape}, of any strides (read where it lies, negative strides
-        included) and a dtype the operator's support table lists:
-        {types}.{params}
+        {shape}, of any strides (read where it lies, negative strides included) and a dtype the operator's
+        support table lists: {types}.{params}
 
     Returns
     -------
@@ -388,31 +387,26 @@ _DOC = """{summary}
     Raises
     ------
     UnsupportedError
-        If the dtype of {subject} is missing from the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message names
-        the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested or
-        conjugated; a JAX array sharded over several devices).
+        If the dtype of {subject} is missing from the operator's support table at the newest feature level
+        (bool, bfloat16, complex...: the message names the supported ones), or the array is one opendml cannot
+        read (a PyTorch tensor on a device other than cpu, cuda or meta, or sparse, nested or conjugated; a JAX
+        array sharded over several devices).
     ValidationError
-        If {subject} is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
-        rank the support table lacks (it takes {ranks}), a dimension of
-        size 0 or more than 2**32 - 1 elements (DirectML's tensor limits), or an argument
-        breaks one of the operator's rules ({rules}): the message names the
-        field and the rule. Checked before anything is allocated.
+        If {subject} is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a rank the support table lacks (it
+        takes {ranks}), a dimension of size 0 or more than 2**32 - 1 elements (DirectML's tensor limits), or an
+        argument breaks one of the operator's rules ({rules}): the message names the field and the rule.
+        Checked before anything is allocated.
     AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
+        ``opendml.AllocationError`` (a ``ValidationError`` and a ``MemoryError``) naming the operator, the
+        output's shape and its bytes, if an output cannot be allocated.
     """
 
 #: Where the result lies and how it differentiates (``_DOC``'s ``home``), unless a caller says otherwise.
 _HOME = """of {owner}
-        framework and device; for a Dask array, a lazy Dask array (nothing is computed
-        until it is). Where the operator is linear for the dtypes, a PyTorch
-        result is differentiable (autograd, forward-mode AD and the
-        ``torch.func`` transforms; under ``torch.compile`` the call goes through
-        opendml's custom operators) and a JAX result in reverse mode
-        (``jax.grad``; see ``opendml.jax``)."""
+        framework and device; for a Dask array, a lazy Dask array (nothing is computed until it is). Where the
+        operator is linear for the dtypes, a PyTorch result is differentiable (autograd, forward-mode AD and the
+        ``torch.func`` transforms; under ``torch.compile`` the call goes through opendml's custom operators) and
+        a JAX result in reverse mode (``jax.grad``; see ``opendml.jax``)."""
 
 
 def _docstring(b, cls, array_type: str | None = None, result: str | None = None, home: str | None = None) -> str:

@@ -215,8 +215,7 @@ _FROM_HOST = {"torch": lambda values, x: sys.modules["torch"].as_tensor(values, 
 # setting a flag in host-mapped memory. A served call whose check fails answers None, and the route raises the error
 # naming the first bad index. A checked call whose index array is broadcast (``_broadcast``) is checked by the
 # route, then offered to C unchecked (``run``). Every ``opendml.configure()`` empties the cache (``call_cache=False``
-# stops serving and recording; a never-seen shape is still lowered in C); a replaced ``engine.execute`` or backend
-# ``prepare`` is given every call.
+# stops serving and recording; a never-seen shape is still lowered in C).
 
 _OPS = _calls.OPS
 #: The functions with an index check (``check_indices``: the keyword-only switch, their first argument

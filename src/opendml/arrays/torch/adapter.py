@@ -1,28 +1,26 @@
-"""PyTorch tensors: the array API's route for them, and the first five operators' ``torch.library``
-operators (``opendml::unfold``, ...). A call (``run``) takes one of three routes, generic over what each
-operator module declares:
+"""PyTorch tensors: the array API's route for them, and the first five operators' ``torch.library`` operators
+(``opendml::unfold``, ...). A call (``run``) takes one of three routes, generic over what each operator module
+declares:
 
 * **Kernel route**, when autograd has nothing to record and nothing traces: the move program
-  (``library.kernel_move``) on a CPU tensor's NumPy view or a CUDA tensor by pointer (outputs from
-  PyTorch's caching allocator, kernels on the device's current stream; a meta tensor gets meta outputs),
-  recorded in the call cache (``runtime/calls.py``), which serves the next such call from C.
-* **Autograd route**, when a derivative is needed in eager mode (a tensor requiring grad, an open
-  forward-AD level, a ``torch.func`` wrapper; ``_autograd``): the C++ autograd node (``node``) for a call
-  of one tensor and one output where it is built and allowed, else the one ``torch.autograd.Function``
-  (``_MoveLinear``, named ``opendml_<op>``: backward the operator's declared adjoint, forward mode its
-  linear part, a ``vmap`` rule), or its old-style twin ``_MoveEager`` (a cheaper ``apply``) where no
-  ``torch.func`` transform wraps the inputs.
-* **Operator route**, when a tracer is at work (``torch.compile``, fake or functional tensors, a
-  dispatch mode): the custom operators below, or their C++ copies (namespace ``opendml_cpp``) once the
-  node library is loaded, whose implementations take the kernel route; every other operator's is
-  ``opendml::move`` (``library``), or ``opendml::family`` where the sizes are symbolic (``dynamic``). A
-  dual tensor reaching ``through_op`` or a C++ operator is an error; the custom operators apply their
-  forward-mode rule (``library.define``).
+  (``library.kernel_move``) on a CPU tensor's NumPy view or a CUDA tensor by pointer (outputs from PyTorch's caching
+  allocator, kernels on the device's current stream; a meta tensor gets meta outputs), recorded in the call cache
+  (``runtime/calls.py``), which serves the next such call from C.
+* **Autograd route**, when a derivative is needed in eager mode (a tensor requiring grad, an open forward-AD level,
+  a ``torch.func`` wrapper; ``_autograd``): the C++ autograd node (``node``) for a call of one tensor and one output
+  where it is built and allowed, else the one ``torch.autograd.Function`` (``_MoveLinear``, named ``opendml_<op>``:
+  backward the operator's declared adjoint, forward mode its linear part, a ``vmap`` rule), or its old-style twin
+  ``_MoveEager`` (a cheaper ``apply``) where no ``torch.func`` transform wraps the inputs.
+* **Operator route**, when a tracer is at work (``torch.compile``, fake or functional tensors, a dispatch mode): the
+  custom operators below, or their C++ copies (namespace ``opendml_cpp``) once the node library is loaded, whose
+  implementations take the kernel route; every other operator's is ``opendml::move`` (``library``), or
+  ``opendml::family`` where the sizes are symbolic (``dynamic``). A dual tensor reaching ``through_op`` or a C++
+  operator is an error; the custom operators apply their forward-mode rule (``library.define``).
 
-Calls are validated with the array API's messages before they enter an operator; the operators'
-implementations call the array API in kernel mode (``_MODE``), so every rule lives in one place. The
-operators live here, not in ``opendml.torch`` (their public face), because the array API must route
-through them without importing a layer above it.
+Calls are validated with the array API's messages before they enter an operator; the operators' implementations
+call the array API in kernel mode (``_MODE``), so every rule lives in one place. The operators live here, not in
+``opendml.torch`` (their public face), because the array API must route through them without importing a layer
+above it.
 """
 from __future__ import annotations
 

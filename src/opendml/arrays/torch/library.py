@@ -115,10 +115,8 @@ def kernel_move(call, desc, arrays, since) -> list:
 
 # -- the C++ operators -------------------------------------------------------------------------------
 
-# The window operators (``adapter``) and the move operator, registered with PyTorch's dispatcher by the node library:
-# kernels that go to the call cache's C function first, and a C++ Autograd kernel. A traced call takes them once the
-# library is loaded and on, else the custom operators; both tables stay registered, so a graph traced either way
-# keeps working.
+# The window operators (``adapter``) and the move operator, registered with PyTorch's dispatcher by the node library
+# (``node.cpp``'s register_ops); both tables (``operators``) stay registered: a graph traced either way keeps working.
 
 CPP_NAMESPACE = "opendml_cpp"
 #: The custom operators by name (``opendml::``, filled by ``adapter``): the table a traced call takes without the C++
@@ -306,14 +304,13 @@ _Defined = collections.namedtuple("_Defined", "op many setup backward tangent")
 def define(name: str, schema: str, impl, fake, setup, backward, tangent=None, rule=None, tags: tuple = ()):
     """Define ``opendml::<name>`` (``schema``: tensors, tensor lists and other arguments, the first a tensor or a
     tensor list; a tensor or a tensor list returned) with its implementation, fake, batching rule (``rule(op)``,
-    ``list_rule``'s by default) and autograd kernel: the reverse mode records ``setup(ctx, args, outputs)`` and
-    ``backward(ctx, grads)`` (``grads`` and its result as ``torch.library.custom_op``'s: a list for a list, a
-    tuple per argument); the forward mode gives the outputs the tangents ``tangent(primals, tangents, args)``
-    returns (the first argument's, zeros where a tensor has none; through the operators, so gradients of
-    tangents trace too), by default the operator itself on the tangents, the other arguments as they are (an
-    operator linear in its first argument and constant in the others). ``torch.library.custom_op`` has no
-    forward-mode rule: its operators gave a zero tangent silently. ``tags``: the operator's, beside
-    ``pt2_compliant_tag``."""
+    ``list_rule``'s by default) and autograd kernel. The reverse mode records ``setup(ctx, args, outputs)`` and
+    ``backward(ctx, grads)`` (``grads`` and its result as ``torch.library.custom_op``'s: a list for a list, a tuple
+    per argument); the forward mode gives the outputs the tangents ``tangent(primals, tangents, args)`` returns (the
+    first argument's, zeros where a tensor has none; through the operators, so gradients of tangents trace too), by
+    default the operator itself on the tangents, the other arguments as they are (linear in its first argument,
+    constant in the others). ``torch.library.custom_op`` has no forward-mode rule: its operators gave a zero tangent
+    silently. ``tags``: the operator's, beside ``pt2_compliant_tag``."""
     _LIB.define(name + schema, tags=(torch.Tag.pt2_compliant_tag, *tags))
     _LIB.impl(name, impl, "CompositeExplicitAutograd")
     qualname = f"opendml::{name}"
@@ -344,11 +341,11 @@ def define(name: str, schema: str, impl, fake, setup, backward, tangent=None, ru
 
 
 def _forward_ad(defined, args):
-    """The outputs of a call whose first argument (a tensor or a tensor list) holds a dual tensor: on the
-    primals, each made dual with its tangent (``defined.tangent``); None where no input has a tangent.
-    Tangents are read and made at level 0, PyTorch's one forward-AD level, not at ``forward_ad``'s current
-    level: a graph Dynamo compiled (``torch.func.jvp``, ``jacfwd``, ``hessian``) enters the level through
-    ``torch._C`` and leaves that Python record of it at -1."""
+    """The outputs of a call whose first argument (a tensor or a tensor list) holds a dual tensor: on the primals,
+    each made dual with its tangent (``defined.tangent``); None where no input has a tangent. Tangents are read and
+    made at level 0, PyTorch's one forward-AD level, not at ``forward_ad``'s current level: a graph Dynamo compiled
+    (``torch.func.jvp``, ``jacfwd``, ``hessian``) enters the level through ``torch._C`` and leaves that Python
+    record of it at -1."""
     one = isinstance(args[0], torch.Tensor)
     duals = [_fwad.unpack_dual(x, level=0) for x in ([args[0]] if one else args[0])]
     if all(d.tangent is None for d in duals):
@@ -382,8 +379,8 @@ def _filled(args, counts, tensors) -> list:
 
 
 class _Node(torch.autograd.Function):
-    """A Python operator's reverse-mode node: ``apply(defined, keyset, args, counts, *tensors)`` runs the
-    operator below autograd on ``args``, their tensors (``counts``: ``_counts``'s) those given after."""
+    """A Python operator's reverse-mode node: ``apply(defined, keyset, args, counts, *tensors)`` runs the operator
+    below autograd on ``args``, their tensors (``counts``: ``_counts``'s) those given after."""
 
     @staticmethod
     def forward(ctx, defined, keyset, args, counts, *tensors):
@@ -402,14 +399,14 @@ class _Node(torch.autograd.Function):
 
 
 class _LevelNode(_Node):
-    """``_Node`` for a call under a ``torch.func`` transform (``grad``, ``jacrev``, ``hessian``, ``vmap`` of
-    them), recorded, as ATen's autograd kernels record theirs, on the transform level the operator's kernel
-    runs at: its forward's redispatch reaches functorch's back mode, which runs the operator on the level
-    below (under ``vmap``, its batching rule) with grad and forward grad on, so that that level records its
-    own node or tangent (``Function.apply`` turns both off for ``forward``). It is applied as a single-level
-    Function, as functorch applies one per level of its own: ``Function.apply`` would take it for a Function
-    called above the dispatcher and route it through ``custom_function_call``, which needs the
-    ``setup_context`` form and cannot be dispatched from inside an operator's kernel."""
+    """``_Node`` for a call under a ``torch.func`` transform (``grad``, ``jacrev``, ``hessian``, ``vmap`` of them),
+    recorded, as ATen's autograd kernels record theirs, on the transform level the operator's kernel runs at: its
+    forward's redispatch reaches functorch's back mode, which runs the operator on the level below (under ``vmap``,
+    its batching rule) with grad and forward grad on, so that level records its own node or tangent
+    (``Function.apply`` turns both off for ``forward``). It is applied as a single-level Function, as functorch
+    applies one per level of its own: ``Function.apply`` would take it for a Function called above the dispatcher
+    and route it through ``custom_function_call``, which needs the ``setup_context`` form and cannot be dispatched
+    from inside an operator's kernel."""
 
     @classmethod
     def apply(cls, *operands):
@@ -422,10 +419,10 @@ class _LevelNode(_Node):
 
 
 def uncompiled(fn):
-    """``fn``, run where Dynamo compiles no frame of it once Dynamo is imported (``torch.compiler.disable``,
-    made on first use): a function compiled by ``torch.compile`` and called under a ``torch.func`` transform
-    has its own frames skipped (Dynamo cannot trace the transform's wrapped tensors) but every frame they
-    call compiled: the operators' nodes, batching rules and kernels, whose NumPy code Dynamo would trace."""
+    """``fn``, run where Dynamo compiles no frame of it once Dynamo is imported (``torch.compiler.disable``, made on
+    first use): a function compiled by ``torch.compile`` and called under a ``torch.func`` transform has its own
+    frames skipped (Dynamo cannot trace the transform's wrapped tensors) but every frame they call compiled: the
+    operators' nodes, batching rules and kernels, whose NumPy code Dynamo would trace."""
     def call(*args, **kwargs):
         return (_disabled(fn) if "torch._dynamo" in sys.modules else fn)(*args, **kwargs)
     return call
@@ -457,8 +454,8 @@ def _setup(ctx, inputs, output):
 
 
 def _adjoint(text: str, grads, constants=()) -> list:
-    """The adjoint of the description ``text`` on ``grads`` (zeros for the outputs that got none) and
-    ``constants`` (the inputs its adjoint reads): either move operator's backward."""
+    """The adjoint of the description ``text`` on ``grads`` (zeros for the outputs that got none) and ``constants``
+    (the inputs its adjoint reads): either move operator's backward."""
     desc = description(text)
     ref = next(g for g in grads if g is not None)
     return list(engine.adjoint(desc, [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=torch_dtype(t))
@@ -470,8 +467,8 @@ def _backward(ctx, grads):
 
 
 def _tangent(primals, tangents, args) -> list:
-    """The linear part of the description ``args[1]`` on ``tangents``, the values of the inputs its adjoint
-    reads (``constant_inputs``: index tensors, no tangent) kept."""
+    """The linear part of the description ``args[1]`` on ``tangents``, the values of the inputs its adjoint reads
+    (``constant_inputs``: index tensors, no tangent) kept."""
     desc = description(args[1])
     constants = engine.constant_inputs(desc)
     return move_op([x if i in constants else t for i, (x, t) in enumerate(zip(primals, tangents))],
@@ -480,7 +477,7 @@ def _tangent(primals, tangents, args) -> list:
 
 def batched(info, dims, xs, call, name: str) -> list:
     """``call(list of tensors)`` once per batch element of ``xs`` (batched along ``dims``), outputs stacked; a
-    ``ValidationError`` naming ``name`` for a batch of none (no call to run: DirectML's sizes are >= 1)."""
+    ``ValidationError`` naming ``name`` for an empty batch (no call to run: DirectML's sizes are >= 1)."""
     n = info.batch_size
     if n == 0:
         raise ValidationError(f"{name}: torch.func.vmap over a batch of size 0 is not supported (DirectML's tensor "
@@ -491,8 +488,8 @@ def batched(info, dims, xs, call, name: str) -> list:
 
 
 def list_rule(op):
-    """The batching rule of ``op(Tensor[] ..., str text) -> Tensor[]`` (either namespace's move, and
-    ``define``'s default: ``opendml::family``, ``opendml::family_adjoint``)."""
+    """The batching rule of ``op(Tensor[] ..., str text) -> Tensor[]`` (either namespace's move, and ``define``'s
+    default: ``opendml::family``, ``opendml::family_adjoint``)."""
     def rule(info, in_dims, *args):
         counts = _counts(args)
         outs = batched(info, [d for dims in in_dims[:-1] for d in dims], _tensors(args, counts),
