@@ -155,8 +155,8 @@ def supported_row(cls):
 
 
 def _dtype_text(dtype) -> str:
-    """A dtype as its framework writes it (``bool``, ``torch.bfloat16``, ``DataType.INT4``; a NumPy scalar type as
-    its dtype's name)."""
+    """A dtype as its framework writes it (``bool``, ``torch.bfloat16``, ``DataType.INT4``; a NumPy scalar type: its
+    dtype's name)."""
     if isinstance(dtype, DataType):
         return f"DataType.{dtype.name}"
     if isinstance(dtype, str):
@@ -330,9 +330,8 @@ _SYMBOLIC = {"SymInt": int, "SymFloat": float, "SymBool": bool}
 
 
 def torch_compiling(torch) -> bool:
-    """Whether this thread runs ``torch.compile`` (``torch``: the module): Dynamo's trace, or the real run of a
-    traced call on its fake tensors (``torch.compiler.is_compiling()`` alone is process-wide: another thread's
-    compile sets it too)."""
+    """Whether this thread runs ``torch.compile`` (``torch``: the module): Dynamo's trace, or a traced call's real run
+    on its fake tensors (``torch.compiler.is_compiling()`` alone is process-wide: another thread's compile sets it)."""
     return torch.compiler.is_compiling() and (torch.compiler.is_dynamo_compiling() or
                                               torch._guards.TracingContext.try_get() is not None)
 
@@ -378,8 +377,8 @@ def concrete(args: tuple) -> tuple:
 
 
 def field_error(function: str, field: str, rule: str, value) -> ValidationError:
-    """A bad field read by the array function itself, in the descriptions' form: ``<OPERATOR>: <field> must <rule>;
-    got <value>``."""
+    """A bad field the array function reads itself, as descriptions word it: ``<OPERATOR>: <field> must <rule>; got
+    <value>``."""
     return ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {field} must {rule}; got {_short(value)}")
 
 

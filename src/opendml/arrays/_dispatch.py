@@ -33,8 +33,7 @@ _WHOLE_HOOKS: list = []
 
 
 def enter_graph_whole(functions) -> None:
-    """Register ``functions`` as entering a traced graph whole; the hooks already set (``on_enter_graph_whole``) see
-    them at once."""
+    """Register ``functions`` as entering a traced graph whole; the hooks set (``on_enter_graph_whole``) see them."""
     for f in functions:
         WHOLE_IN_GRAPH.append(f)
         for hook in _WHOLE_HOOKS:

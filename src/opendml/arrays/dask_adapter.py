@@ -85,9 +85,8 @@ def _split(lo: int, hi: int, most: int) -> list[tuple[int, int]]:
 
 
 def _boxes(shape, most: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """A row-major index space of ``shape`` cut, in order, into boxes of at most ``most`` elements (at least one),
-    each a contiguous range of flat indices: fixed indices on the axes before some axis m, a range on m, whole axes
-    after."""
+    """A row-major index space of ``shape`` cut, in order, into boxes of at most ``most`` elements (at least one), each
+    a contiguous range of flat indices: fixed indices before some axis m, a range on m, whole axes after."""
     shape = tuple(shape)
     m = next(j for j in range(len(shape)) if math.prod(shape[j + 1:]) <= most)
     inner = math.prod(shape[m + 1:])
@@ -270,9 +269,8 @@ def _windows(x, dt, desc):
 
 
 def _unfold_chunking(n_chunks, channels, window, blocks, first_bounds, stride0, pad0, itemsize, target):
-    """UNFOLD's output chunks (the module docstring says which are preferred): N ranges, row boxes (c0, c1, window
-    lo, window hi) and column boxes (block lo, block hi), each output chunk at most ``target`` bytes (or one
-    element)."""
+    """UNFOLD's output chunks (preferred as the module docstring says): N ranges, row boxes (c0, c1, window lo, window
+    hi) and column boxes (block lo, block hi), each output chunk at most ``target`` bytes (or one element)."""
     d = len(window)
     K = math.prod(window)
     per_block_row = math.prod(blocks[1:])            # columns in one first-axis block row
@@ -455,9 +453,8 @@ def _run_block(call, index, *blocks):
 
 def run(call, arrays) -> list:
     """The adapter's one route: ``call`` (a ``Call`` of the array API) on Dask arrays, validated on the whole arrays'
-    shapes, then built lazily by the graph builder of the operator's declared ``chunking()``: a kind's builder
-    (``_BUILDERS``), else the blockwise one (``_blockwise``, for a dict of axes; the contract's checks refuse unknown
-    chunk sizes before)."""
+    shapes, then built lazily by the builder of the operator's declared ``chunking()``: a kind's (``_BUILDERS``),
+    else ``_blockwise`` (a dict of axes; the contract's checks refused unknown chunk sizes before)."""
     dtypes = [_dtype(x) for x in arrays]
     desc = call.describe_arrays(dtypes, [x.shape for x in arrays])
     rules = desc.chunking()
@@ -470,8 +467,7 @@ _BUILDERS = {GATHER: _gather, SCATTER: _scatter, WINDOWS: _windows, WINDOW_SUMS:
 
 
 def _blockwise(call, desc, arrays, dtypes, rules) -> list:
-    """One task per block of the inputs, rechunked as ``rules`` (input axis -> 0: in one chunk, m: cut at multiples
-    of m) asks."""
+    """One task per block of the inputs, rechunked as ``rules`` asks (axis -> 0: one chunk, m: cut at m's multiples)."""
     first = arrays[0]
     chunks = []
     for k, c in enumerate(first.chunks):

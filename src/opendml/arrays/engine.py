@@ -108,8 +108,7 @@ def _plan_key(name: str, args: tuple):
 
 
 def fixed(desc, name: str | None = None) -> Call:
-    """A ``Call`` that runs ``desc`` itself (its linear part on tangents, say) on arrays of its inputs' sizes and
-    types."""
+    """A ``Call`` running ``desc`` itself (its linear part on tangents, say) on arrays of its inputs' sizes, types."""
     def make(*descs):
         for (where, want), got in zip(desc.named_tensors("input"), descs):
             if got.sizes != want.sizes or got.data_type != want.data_type:
@@ -145,8 +144,7 @@ def _prepared(x: np.ndarray):
 def run_numpy(call: Call, arrays) -> list:
     """The NumPy path: validate on the arrays' shapes, then execute; a call seen before (same function, arguments,
     dtypes, shapes and strides, on the CPU backend in force) is served from the move cache (``planner.lookup``; once
-    a compiled run is recorded in the C call cache, ``runtime.calls.move`` serves it before the function gets
-    here)."""
+    a compiled run is recorded in the C call cache, ``runtime.calls.move`` serves it before it gets here)."""
     key = record = None
     if call.key is not None and execute is _EXECUTE:      # (a replaced ``execute`` is given every call, uncached)
         arrays_key = planner.array_key(arrays)
@@ -197,8 +195,7 @@ def _run_steps(steps, ins, dsts) -> None:
 
 
 def execute(desc, arrays) -> list:
-    """Run the validated ``desc``'s move program on NumPy arrays (any strides) into new packed arrays, on the CPU
-    backend."""
+    """The validated ``desc``'s move program on NumPy arrays (any strides) into new packed arrays (the CPU backend)."""
     return _execute(desc, arrays, None, None)
 
 
@@ -253,8 +250,7 @@ def _record(key, record, backend, desc, plan, arrays, prepared, outs, steps) -> 
 
 
 def _put_c(record, arrays, outs, offsets, steps) -> None:
-    """Record a compiled run in the C call cache (``runtime.calls.put_move``): the next such call is served before
-    any Python runs."""
+    """Record a compiled run in the C call cache (``runtime.calls.put_move``): it serves the next such call from C."""
     call, since, planned = record if record is not None else (None, None, None)
     if steps is None or call is None or call.ccall is None:
         return

@@ -231,8 +231,7 @@ def _move_call(op: int, x, args: tuple):
 def _family_call(name: str, x, args: tuple):
     """(framework, ``Call``, the arrays as a list) of a family function's call, nothing run: the contract's checks on
     the inputs (a sequence where the binding's array is ``arrays``), the list arguments snapshotted, the description
-    its operator class's ``arguments`` make, keyed for the Python cache and for the C call cache (by the arguments
-    as snapshotted)."""
+    its operator class's ``arguments`` make, keyed for the Python cache and the C call cache (by the snapshots)."""
     seq = name in _SEQUENCES
     arrays = _contract.array_sequence(x, name) if seq else (x,)
     fw = _one_framework(name, arrays, seq, True)
@@ -280,8 +279,7 @@ def _index_call(op: int, given: tuple, args: tuple):
 
 
 def _index_checked(name: str, given: tuple, args: tuple):
-    """(given, args, the adapter's ``traced_index`` or None) of an index function's call after the contract's
-    checks."""
+    """(given, args, the adapter's ``traced_index`` or None) of an index function's call, the contract's checks made."""
     args = _contract.concrete(args)
     if name in _index.CHECKED:                    # the switch itself: a bool, not anything with a truth value
         flag = args[0]
@@ -305,9 +303,8 @@ def _index_checked(name: str, given: tuple, args: tuple):
 
 
 def index_function(name: str, given, args) -> int:
-    """The code of the index function ``name`` (route "index"), checked to take ``given`` (its arrays, a sequence)
-    and ``args`` (its other arguments as its body offers them: keyword-only first); a ``ValidationError``
-    otherwise."""
+    """The code of the index function ``name`` (route "index"), checked to take ``given`` (its arrays, a sequence) and
+    ``args`` (its other arguments as its body offers them: keyword-only first), else a ``ValidationError``."""
     if name not in _INDEX:
         raise ValidationError(f"family_call: {name!r} is not an index function (one of {', '.join(sorted(_INDEX))})")
     code = FUNCTIONS[name].__code__                        # (the generated def's parameters: its arrays first)
@@ -431,9 +428,8 @@ def _docstring(b, cls, array_type: str | None = None, result: str | None = None,
 
 
 def _generate(b, cls) -> Any:
-    """The array function ``b`` (a ``Binding``) declares: a real function (its own signature, docstring and source,
-    readable by ``inspect``), whose body offers the arguments as received to the C call cache, else takes
-    ``b.route`` with them."""
+    """The array function ``b`` (a ``Binding``) declares: a real function (its own signature, docstring and source, as
+    ``inspect`` reads them) whose body offers the arguments as received to the C call cache, else takes ``b.route``."""
     spec = ast.parse(f"def f({b.params}): pass").body[0].args
     if (spec.kwonlyargs and b.route != "index") or spec.vararg or spec.kwarg or spec.posonlyargs:
         raise TypeError(f"{b.function}: a binding's params are plain positional-or-keyword parameters "
@@ -496,8 +492,8 @@ class _Unreachable:
 
 
 def _unmember(value):
-    """The enum member a ``_member`` tuple names (a stand-in showing it where its enum cannot be reached);
-    any other value as it is."""
+    """The enum member a ``_member`` tuple names (a stand-in showing it where its enum cannot be reached); any other
+    value as it is."""
     if type(value) is not tuple or len(value) != 5 or value[0] != _MEMBER:
         return value
     _, module, qualname, name, text = value
@@ -630,7 +626,7 @@ def _on_dynamo(module) -> None:
     later), and what it traces in the place of those with arguments read as enum members: where a traced frame
     calls the function, its stand-in (``torch.compiler.substitute_in_graph``: an eager call runs the function as it
     is). A PyTorch without it (before 2.5; the PyTorch wing refuses any before ``arrays.torch.dtypes.MIN_TORCH``) is
-    left as it is."""
+    left alone."""
     if not hasattr(importlib.import_module("torch.compiler"), "substitute_in_graph"):
         return
 

@@ -62,7 +62,7 @@ def lead(x, rank: int, where: str):
 
 
 def count(value, where: str, field: str, lo: int, what: str) -> int:
-    """An integer argument that is a DirectML field (``field``, in the contract's form: ``GATHER: IndexDimensions
+    """An integer argument that is a DirectML field (``field``, as the contract words it: ``GATHER: IndexDimensions
     must ...``)."""
     if isinstance(value, bool):
         raise _contract.field_error(where, field, f"be an integer ({what})", value)
@@ -78,8 +78,7 @@ def count(value, where: str, field: str, lo: int, what: str) -> int:
 def _host_batched(a) -> tuple[np.ndarray | None, int]:
     """(the values of index array ``a`` on the host (NumPy), how many ``torch.func.vmap`` batch dimensions lead them:
     a PyTorch tensor under vmap has its batch dimensions put first, the outermost vmap's first). The values are None
-    for a traced array (a JAX tracer, ``torch.compile``): unknown while the call is traced, so not checked (the
-    kernels clamp them)."""
+    for a traced array (a JAX tracer, ``torch.compile``): unknown while traced, so not checked (the kernels clamp)."""
     if isinstance(a, np.ndarray):
         return a, 0
     if type(a).__module__.startswith("jax") and "Tracer" in type(a).__name__:
@@ -339,8 +338,7 @@ def _record(name: str, given, args: tuple, call, arrays, shape, since):
     (``_host_views``), ``args`` its other arguments as offered, ``arrays`` the route's inputs (views of ``given``:
     reshaped, never copied; ``put_move`` checks each one's element 0 against its own reading of ``given``'s array),
     ``shape`` the result's. Validated and lowered as ``engine.run_numpy`` does (the same errors), its passes recorded
-    in the C call cache, then run from there. None where the cache cannot hold it (the family's route then runs
-    it)."""
+    in the C call cache, then run from there. None where the cache cannot hold it (the family's route runs it)."""
     views = _host_views(given)
     backend = get_backend("cpu")
     if views is None or len(shape) > 8 or backend._native is None or backend.kernels != "compiled" or \
@@ -367,17 +365,15 @@ def _record(name: str, given, args: tuple, call, arrays, shape, since):
 
 def _broadcast(a) -> bool:
     """Whether CUDA index array ``a`` (a PyTorch tensor or a CuPy array) is read at fewer places than it has elements
-    (a stride 0 along a dimension of size > 1): the kernels' fused check would not see every index (newshape_index.c's
-    ``ix_reads_all``)."""
+    (a stride 0 along a size > 1): the kernels' fused check would miss one (newshape_index.c's ``ix_reads_all``)."""
     strides = a.stride() if callable(getattr(a, "stride", None)) else a.strides
     return any(n > 1 and t == 0 for n, t in zip(a.shape, strides))
 
 
 def run(name: str, make, arrays, shape, fields=None, given=None, args: tuple = ()):
-    """Run ``make``'s description on ``arrays``; ``fields`` (every value ``make`` reads besides the arrays' dtypes
-    and shapes) lets the NumPy route serve a repeated call's description and plan from the family's cache; ``given``
-    and ``args`` (the inputs and the other arguments as the function offered them to the C call cache) record the
-    call there."""
+    """Run ``make``'s description on ``arrays``; ``fields`` (every value ``make`` reads besides the arrays' dtypes and
+    shapes) lets the NumPy route serve a repeated call's description and plan from the family's cache; ``given`` and
+    ``args`` (the inputs and other arguments as the function offered them to the C call cache) record it there."""
     if not arrays:                                # a generator (an optional array left out): a NumPy array
         return engine.run_numpy(engine.Call(name, make, key=planner.call_key(name, *fields)), [])[0]
     # a framework's first call registers its hooks (``framework``), which empties the C call cache: done before the

@@ -215,8 +215,7 @@ def _unfold_by_axis(x, window, strides, dilations, start_padding, end_padding):
 def lax_fold(cols, out_spatial, window, strides, dilations, start_padding, end_padding):
     """FOLD: ``(N, C * prod(window), prod(blocks)) -> (N, C, *out_spatial)``. Term k (row-major) is window element
     k's columns spread to where they land (``lax.pad`` with interior padding; negative edge padding crops the start
-    and end padding), and the terms are added in increasing k. float16 sums in float32 and rounds once; integers
-    wrap."""
+    and end padding), the terms added in increasing k. float16 sums in float32 and rounds once; integers wrap."""
     n, rows, _ = cols.shape[-3:]                  # the input may lead with 1s
     kk = math.prod(window)
     c = rows // kk

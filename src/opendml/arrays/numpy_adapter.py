@@ -13,9 +13,9 @@ PREFAULT_BYTES = 4 << 20
 
 
 def prefault(backend, out: np.ndarray, fresh: bool) -> bool:
-    """Whether the CPU ``backend``'s threads write ``out``; a ``fresh`` one's pages are then faulted in from this
-    thread first: on Linux, threads faulting in one new (huge-page advised) mapping at once can stall each other for
-    tens of milliseconds."""
+    """Whether the CPU ``backend``'s threads write ``out``; a ``fresh`` one's pages are then faulted in from this thread
+    first: on Linux, threads faulting in one new (huge-page advised) mapping at once can stall each other for tens
+    of milliseconds."""
     threaded = out.nbytes >= PREFAULT_BYTES and backend.threads > 1
     if fresh and threaded:
         out.reshape(-1).view(np.uint8)[::4096] = 0

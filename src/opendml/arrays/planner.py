@@ -40,9 +40,8 @@ __all__ = ["Layout", "array_layout", "count_planned",
 @stored_init
 @dataclasses.dataclass(frozen=True)
 class Layout:
-    """Signed element strides of an array and its origin: the element offset of index 0 from the array's
-    lowest-addressed element; ``span`` elements from the lowest address hold every element; ``flips`` marks negative
-    axes."""
+    """Signed element strides of an array and its origin (the element offset of index 0 from the lowest-addressed
+    element); ``span`` elements from the lowest address hold every element; ``flips`` marks negative axes."""
     strides: tuple[int, ...]
     origin: int
     span: int
@@ -81,8 +80,7 @@ def logical_desc(dtype, shape) -> TensorDesc:
 
 
 class _Lru:
-    """A bounded, thread-safe LRU map counting hits and misses (an entry made on another CPU backend than the one
-    asked for is a miss)."""
+    """A bounded, thread-safe LRU map counting hits and misses (an entry made on another CPU backend is a miss)."""
 
     def __init__(self, size: int, entries: str):
         self.size, self._name = size, entries
@@ -185,8 +183,7 @@ def freeze(value):
 
 
 def call_key(name: str, *args):
-    """The function's part of a key: its name and its (already snapshotted or resolved) arguments frozen, or None
-    when one cannot be frozen."""
+    """The function's part of a key: its name and (snapshotted or resolved) arguments frozen; None if one can't be."""
     frozen = tuple(map(freeze, args))
     return None if any(f is UNKEYABLE for f in frozen) else (name, frozen)
 

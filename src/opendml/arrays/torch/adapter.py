@@ -199,8 +199,7 @@ class _Route:
             raise UnsupportedError(f"{self.call.name}: {self.desc.OPERATOR} is not differentiable for these types")
 
     def run(self, xs) -> tuple:
-        """The kernel on plain ``xs`` (no autograd): from the call cache where it serves the call, else the move
-        program."""
+        """The kernel on plain ``xs`` (no autograd): from the call cache where it serves, else the move program."""
         if self.args is not None:
             x = xs[0].detach() if _fwad._current_level >= 0 else xs[0]     # a dual tensor's primal alone
             out = self.kernel[0](self.kernel[1], x, *self.args)
@@ -246,8 +245,7 @@ _transforms_active = torch._C._are_functorch_transforms_active
 
 
 def _eager_ok() -> bool:
-    """Whether the call cache's eager entries (the node's recorders) may serve now: ``_autograd``'s and
-    ``_recorder``'s checks."""
+    """Whether the call cache's eager entries (the node's recorders) serve: ``_autograd``'s, ``_recorder``'s tests."""
     return (torch_node._state["module"] is not None and _tracing() is None and not _compiled_autograd()
             and not _transforms_active() and config().torch_node != "off")
 
@@ -275,8 +273,7 @@ _ROUTES: dict = {}
 
 
 def through_op(x, call):
-    """``call`` through the custom operators: validated first where ``x``'s sizes are known, with the array API's
-    own rules and messages."""
+    """``call`` through the custom operators, validated first (where ``x``'s sizes are known) by the array API."""
     dtype = numpy_dtype(x, call.name)     # first: a sparse or nested tensor has no strides to read
     check_device(x, call.name)
     if _fwad._current_level >= 0 and not torch_compiling(torch) and _fwad.unpack_dual(x).tangent is not None:
@@ -426,7 +423,7 @@ def call_op(ops: dict, name: str, x, *lists):
 
 
 def _packed(name: str, fake, rule_of, gradient):
-    """The C++ operator's fake, vmap rule and backward(saved, grads) (``saved``: x's sizes, the packed list) from the
+    """The C++ operator's fake, vmap rule and backward(saved, grads) (``saved``: x's sizes, the packed list), from the
     custom operator's."""
     def packed_fake(x, args):
         ops = CPP["ops"]
@@ -536,8 +533,8 @@ def _jit_traced(call, arrays, dtypes, tracing) -> list:
 
 
 class _MoveLinear(torch.autograd.Function):
-    """The one autograd Function of every operator: ``apply(route, *inputs)`` (``route``: a ``_Route``) returns every
-    output as a tuple."""
+    """The one autograd Function of every operator: ``apply(route, *inputs)`` (``route``: a ``_Route``) -> the outputs'
+    tuple."""
 
     @staticmethod
     def forward(route, *xs):

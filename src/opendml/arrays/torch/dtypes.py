@@ -37,8 +37,8 @@ TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
 
 
 def numpy_dtype(x, name: str = "array API") -> np.dtype:
-    """The NumPy dtype of ``x``'s elements, or an ``UnsupportedError`` naming what DirectML cannot take (dtype,
-    layout, conjugate view)."""
+    """The NumPy dtype of ``x``'s elements, or an ``UnsupportedError`` naming what DirectML cannot take (dtype, layout,
+    conjugate view)."""
     dtype = DTYPES.get(x.dtype)
     if dtype is not None and x.layout is torch.strided and not x.is_nested:
         return dtype

@@ -130,8 +130,7 @@ def _one_device(op: str, tensors) -> None:
 
 def _desc_of(text: str, inputs):
     """(the validated description of a call's text on ``inputs``' sizes' hints, nothing run; linear; for an index
-    function (arrays, shape): the arrays the description is made for and the result's shape, hints both, else
-    None)."""
+    function (arrays, shape): the arrays the description is made for and the result's shape, both hints; else None)."""
     name, x, args, linear = _parse(text, inputs)
     if name not in _dispatch.front.INDEX:
         return _description(_dispatch.front.family_call(name, x, args), inputs), linear, None
@@ -161,8 +160,7 @@ def _output_sizes(desc, index, inputs):
 
 
 def _kept(text: str, inputs) -> tuple:
-    """The input positions whose values a call's adjoint reads (an index function's index tensor): its backward keeps
-    them."""
+    """The input positions whose values a call's adjoint reads (an index function's index tensor), kept for backward."""
     if _loads(text)[0] not in _dispatch.front.INDEX:
         return ()
     return engine.constant_inputs(_desc_of(text, inputs)[0])
@@ -263,8 +261,7 @@ def _setup(ctx, inputs, output):
 
 
 def _stand_ins(ctx, ref) -> list:
-    """The inputs as the adjoint reads them: the kept ones, and of each other its sizes and dtype (one element,
-    expanded)."""
+    """The inputs as the adjoint reads them: the kept ones, and the others' sizes and dtypes (one element expanded)."""
     kept = dict(zip(ctx.kept, ctx.saved_tensors))
     return [kept[i] if i in kept else ref.new_empty((), dtype=dtype).expand(shape)
             for i, (shape, dtype) in enumerate(ctx.like)]

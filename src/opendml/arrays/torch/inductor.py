@@ -50,8 +50,7 @@ PREFIX = "_direct_"
 
 
 def _source_digest(root: pathlib.Path = pathlib.Path(__file__).resolve().parents[2]) -> str:
-    """A digest of the Python sources under opendml's package folder ``root`` (the bundled examples aside)
-    and of its version."""
+    """A digest of opendml's version and of the Python sources under its package folder ``root`` (examples aside)."""
     from ..._version import __version__
     h = hashlib.sha256(__version__.encode())
     for path in sorted(root.rglob("*.py")):
@@ -84,8 +83,7 @@ def direct_kernel(op, spec: tuple, split: int):
 
 def direct_move(op):
     """The direct kernel of a move operator ``op`` (``(Tensor[] inputs, str desc) -> Tensor[]``): the call cache
-    offered the description's code (``MOVE_CODES``) and the inputs as they are, every call it does not serve going
-    to ``op``."""
+    offered the description's code (``MOVE_CODES``) and the inputs as they are, a call it does not serve to ``op``."""
     codes, move = MOVE_CODES, _move
 
     def kernel(inputs, desc):
@@ -110,8 +108,7 @@ def attach(namespace: str, ops: dict, defs: dict) -> None:
 
 
 def status() -> str:
-    """Whether Inductor's wrappers call the direct kernels: ``"on"``, ``"waiting"`` (Inductor not loaded yet) or
-    ``"off: <why>"``."""
+    """Whether Inductor's wrappers call the direct kernels: ``"on"``, ``"waiting"`` (no Inductor), ``"off: <why>"``."""
     return _STATE["status"]
 
 

@@ -159,8 +159,7 @@ def _register(node) -> dict:
 
 
 def operators() -> dict:
-    """The operator table a traced call takes: the C++ operators once the node library is loaded and on, else the
-    custom operators."""
+    """The table a traced call takes: the C++ operators once the node library is loaded and on, else the custom ones."""
     ops = CPP["ops"]
     if ops is not None:
         return ops if config().torch_node != "off" else CUSTOM

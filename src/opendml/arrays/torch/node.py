@@ -169,8 +169,8 @@ def _failure(path: pathlib.Path) -> str | None:
 
 
 def _trusted(path: pathlib.Path) -> str | None:
-    """Why the library at ``path`` may not be loaded (None: it may): it must belong to this user, in a folder no one
-    else may write to."""
+    """Why the library at ``path`` may not be loaded (None: it may): it must be this user's, in a folder only they may
+    write to."""
     if not hasattr(os, "getuid"):
         return None
     for p in (path, path.parent):
@@ -261,8 +261,7 @@ def _start(timeout: float):
 
 
 def get():
-    """The node module, or None while it is not (yet) usable, per ``config().torch_node``; the first call starts the
-    build."""
+    """The node module, or None while not (yet) usable, per ``config().torch_node``; a first call starts the build."""
     module = _state["module"]
     if module is not None:
         return module if config().torch_node != "off" else None
