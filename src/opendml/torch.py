@@ -14,11 +14,11 @@ Operators (defined with ``torch.library``, namespace ``opendml``; ``<name>_op`` 
     opendml::slice_grad(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets,
                         SymInt[] window_sizes, int[] window_strides) -> Tensor
 
-Sizes and positions are SymInt lists (they follow tensor shapes under dynamic shapes); strides, dilations, padding
-and UNFOLD/FOLD windows are plain ints. No operator mutates its arguments or returns a view: every output is a new
-packed (contiguous) tensor, and the fake implementations give its exact sizes and strides. Backward formulas: unfold
-<-> fold, slice and slice1 -> slice_grad -> slice1; each is linear, its forward-mode rule (``torch.func.jvp``) the
-operator on the tangent, so every order of derivative and ``torch.func.grad``/``jvp``/``vmap``/``jacrev``/
+Sizes and positions are SymInt lists (they follow tensor shapes under dynamic shapes); strides, dilations, padding and
+UNFOLD/FOLD windows are plain ints. No operator mutates its arguments or returns a view: every output is a new packed
+(contiguous) tensor, and the fake implementations give its exact sizes and strides. Backward formulas:
+unfold <-> fold, slice and slice1 -> slice_grad -> slice1; each is linear, its forward-mode rule (``torch.func.jvp``)
+the operator on the tangent, so every order of derivative and ``torch.func.grad``/``jvp``/``vmap``/``jacrev``/
 ``jacfwd``/``hessian`` work. Each checks its call as the function of its name does (``opendml::slice`` as ``slice``,
 whatever values a graph was traced for).
 
