@@ -46,9 +46,8 @@ def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequenc
 
 
 def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], window_strides: Sequence[int], output_sizes: Sequence[int] | None = None) -> Any:
-    """DML_SLICE1: a window of ``x`` walked with signed strides (a negative
-    stride starts at the window's end). ``output_sizes`` defaults to every
-    reachable element: ``1 + (window_sizes - 1) // |window_strides|``."""
+    """DML_SLICE1: a window of ``x`` walked with signed strides (a negative stride starts at the window's end).
+    ``output_sizes`` defaults to every reachable element: ``1 + (window_sizes - 1) // |window_strides|``."""
 
 
 def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, start_padding: Ints = 0, end_padding: Ints = 0) -> Any:
@@ -167,8 +166,7 @@ def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int) -> Any:
 
 
 def diagonal_matrix(x: Any = ..., *, shape: Any = None, dtype: Any = None, value: Any = 1, begin: int = 0, end: int = 1) -> Any:
-    """DML_DIAGONAL_MATRIX1: ``value`` on the diagonals ``col - row`` in
-    ``[begin, end)`` of each matrix (the last two axes; the axes before them
-    count a stack), ``x``'s elements elsewhere, or zeros without ``x``."""
+    """DML_DIAGONAL_MATRIX1: ``value`` on the diagonals ``col - row`` in ``[begin, end)`` of each matrix (the
+    last two axes; the axes before them count a stack), ``x``'s elements elsewhere, or zeros without ``x``."""
 
 __all__ = ['AllocationError', 'BindingError', 'BindingTable', 'Buffer', 'BufferBinding', 'CastOperatorDesc', 'CompiledOperator', 'Config', 'DataType', 'DepthSpaceOrder', 'DepthToSpace1OperatorDesc', 'DepthToSpaceOperatorDesc', 'Device', 'DiagonalMatrix1OperatorDesc', 'DiagonalMatrixOperatorDesc', 'DmlError', 'ElementWiseIdentityOperatorDesc', 'FeatureLevel', 'FoldOperatorDesc', 'GatherElementsOperatorDesc', 'GatherNd1OperatorDesc', 'GatherNdOperatorDesc', 'GatherOperatorDesc', 'JoinOperatorDesc', 'OneHotOperatorDesc', 'Operator', 'OperatorDesc', 'Padding1OperatorDesc', 'PaddingMode', 'PaddingOperatorDesc', 'ReverseSubsequencesOperatorDesc', 'ScaleBias', 'ScatterElementsOperatorDesc', 'ScatterNdOperatorDesc', 'Slice1OperatorDesc', 'SliceGradOperatorDesc', 'SliceOperatorDesc', 'SpaceToDepth1OperatorDesc', 'SpaceToDepthOperatorDesc', 'SplitOperatorDesc', 'TensorDesc', 'TensorFlags', 'TileOperatorDesc', 'UnfoldOperatorDesc', 'UnsupportedError', 'ValidationError', '__version__', 'calc_buffer_tensor_size', 'cast', 'config', 'configure', 'cpu_output_cache', 'depth_to_space', 'diagonal_matrix', 'fold', 'gather', 'gather_elements', 'gather_nd', 'identity', 'join', 'nhwc_strides', 'one_hot', 'packed_strides', 'pad', 'plan_cache_info', 'reverse_subsequences', 'scatter_elements', 'scatter_nd', 'slice1', 'slice_grad', 'space_to_depth', 'split', 'tile', 'unfold']

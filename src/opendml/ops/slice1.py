@@ -12,17 +12,14 @@ from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
 from ..model._checks import INT32_MAX, INT32_MIN, UINT32_MAX
 from ..model._frozen import stored_init
-from ._common import (AdjointByCall, FastPathDesc, Field, plain_ints, support,
-                      sequence_of)
-from ._spec import GATHER
-from ._spec import Binding
+from ._common import AdjointByCall, FastPathDesc, Field, plain_ints, support, sequence_of
+from ._spec import GATHER, Binding
 
 
 def max_copied_elements(window_size: int, window_stride: int) -> int:
-    """``1 + (InputWindowSize - 1) / |InputWindowStride|`` (erratum 3: the page
-    forgets the absolute value): SLICE1's output size along an axis when it
-    is not given, and the most it may be; the one copy of the formula (any
-    int-like values, symbolic sizes included)."""
+    """``1 + (InputWindowSize - 1) / |InputWindowStride|`` (erratum 3: the page forgets the absolute value): SLICE1's
+    output size along an axis when not given, and its maximum; the formula's one copy (any int-like values, symbolic
+    sizes included)."""
     return 1 + (window_size - 1) // abs(window_stride)
 
 
@@ -37,10 +34,9 @@ def check_taken(operator: str, name: str, counts, sizes, strides) -> None:
 
 
 def reaching_window(offsets, sizes, strides, counts) -> tuple[list, list]:
-    """(offsets, sizes) of the SLICE1 window that reaches exactly the first
-    ``counts`` elements the window (offsets, sizes, strides) reaches along
-    each axis: a negative stride walks from the window's end, so the smaller
-    window keeps its end. Its ``max_copied_elements`` are ``counts``."""
+    """(offsets, sizes) of the SLICE1 window reaching exactly the first ``counts`` elements the window (offsets, sizes,
+    strides) reaches per axis (its ``max_copied_elements``): a negative stride walks from the window's end, so the
+    smaller window keeps its end."""
     new_offsets, new_sizes = [], []
     for o, s, t, n in zip(offsets, sizes, strides, counts):
         reach = (n - 1) * abs(t) + 1
@@ -50,13 +46,10 @@ def reaching_window(offsets, sizes, strides, counts) -> tuple[list, list]:
 
 
 def window_adjoint_call(input_sizes, offsets, sizes, strides, counts) -> tuple:
-    """The adjoint of SLICE1 (window ``offsets``/``sizes``/``strides``, output
-    sizes ``counts`` or None for every reachable element) on an input of
-    ``input_sizes``, as an array-API call ``(name, arguments, None)``:
-    SLICE_GRAD of the window; where the window reads every element exactly
-    once (each axis whole, strides +-1: a copy that reverses some axes; known
-    only for plain ints) the same SLICE1 again, a permutation that is its own
-    inverse (the same bytes, no fill)."""
+    """The adjoint of SLICE1 (window ``offsets``/``sizes``/``strides``, output sizes ``counts`` or None for every
+    reachable element) on an input of ``input_sizes``, as an array-API call ``(name, arguments, None)``: SLICE_GRAD of
+    the window; where the window reads every element once (each axis whole, strides +-1: a copy reversing some axes;
+    known only for plain ints) the same SLICE1, a permutation that is its own inverse (the same bytes, no fill)."""
     offsets, sizes, strides = list(offsets), list(sizes), list(strides)
     if all(type(v) is int for vs in (offsets, sizes, strides, input_sizes) for v in vs) and all(
             o == 0 and s == n and abs(t) == 1 for o, s, t, n in zip(offsets, sizes, strides, input_sizes)) and (
@@ -66,10 +59,9 @@ def window_adjoint_call(input_sizes, offsets, sizes, strides, counts) -> tuple:
 
 
 def batched_window(args, b) -> tuple:
-    """vmap (SLICE's and SLICE1's ``batched_args``): window arguments (each a
-    per-axis list, or None) for an input with a new leading axis of ``b``
-    taken whole: offsets 0, sizes ``b``, strides 1, counts ``b``; ``args``
-    are ``(offsets, sizes, strides[, counts])``."""
+    """vmap (SLICE's and SLICE1's ``batched_args``): window arguments ``(offsets, sizes, strides[, counts])`` (each a
+    per-axis list, or None) for an input with a new leading axis of ``b`` taken whole: offset 0, size ``b``, stride 1,
+    count ``b``."""
     out = [[0, *args[0]], [b, *args[1]], [1, *args[2]]]
     if len(args) > 3:
         out.append(None if args[3] is None else [b, *args[3]])
@@ -77,17 +69,15 @@ def batched_window(args, b) -> tuple:
 
 
 class SliceWindow(AdjointByCall, FastPathDesc):
-    """SLICE1's window (its ``FIELDS``), which SLICE_GRAD shares: the
-    tensor SLICE1 reads (``_check_slice_window``) and the one holding the
-    elements it copies, ``TAKEN`` (DirectML name, attribute)."""
+    """SLICE1's window (its ``FIELDS``), shared with SLICE_GRAD: the tensor SLICE1 reads (``_check_slice_window``) and
+    the one holding the elements it copies, ``TAKEN`` (DirectML name, attribute)."""
 
     FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
               Field("InputWindowStrides", "input_window_strides"))
     TAKEN = ("OutputTensor", "output_tensor")
 
     def _check_slice_window(self, read_name: str, read: TensorDesc) -> None:
-        """One entry per dimension of ``read``, the window inside it, strides
-        non-zero and in INT32's range."""
+        """One entry per dimension of ``read``, the window inside it, strides non-zero and in INT32's range."""
         n = read.rank
         for f in self.FIELDS:
             self._ints(f.attr, f.json, n)
@@ -114,9 +104,8 @@ class SliceWindow(AdjointByCall, FastPathDesc):
         return tuple(max_copied_elements(s, t) for s, t in zip(self.input_window_sizes, self.input_window_strides))
 
     def canonical(self):
-        """The same description with a window that reaches exactly the
-        ``TAKEN`` tensor (``reaching_window``): the form the framework
-        operators take."""
+        """The same description with a window reaching exactly the ``TAKEN`` tensor (``reaching_window``): the
+        framework operators' form."""
         counts = getattr(self, self.TAKEN[1]).sizes
         if counts == self.max_output_sizes:
             return self
@@ -125,9 +114,8 @@ class SliceWindow(AdjointByCall, FastPathDesc):
         return type(self)(*self.inputs, *self.outputs, offsets, sizes, self.input_window_strides)
 
     def window_axes(self) -> tuple:
-        """(first position read, signed step, count) per axis: CopyStart
-        walked with the window's strides (SLICE1's ``gather_axes``,
-        SLICE_GRAD's ``scatter_axes``)."""
+        """(first position read, signed step, count) per axis: CopyStart walked with the window's strides (SLICE1's
+        ``gather_axes``, SLICE_GRAD's ``scatter_axes``)."""
         return tuple((o + (w - 1 if t < 0 else 0), t, n) for o, w, t, n in
                      zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
                          getattr(self, self.TAKEN[1]).sizes))
@@ -136,8 +124,8 @@ class SliceWindow(AdjointByCall, FastPathDesc):
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
 class Slice1OperatorDesc(SliceWindow):
-    """``OutputTensor`` may be ``None``: a packed output copying every reachable
-    element of the window (``max_copied_elements`` per dimension) is derived."""
+    """``OutputTensor`` may be ``None``: a packed output copying every reachable element of the window
+    (``max_copied_elements`` per dimension) is derived."""
 
     input_tensor: TensorDesc
     output_tensor: TensorDesc | None
@@ -152,23 +140,20 @@ class Slice1OperatorDesc(SliceWindow):
                       params="window_offsets: Sequence[int], window_sizes: Sequence[int], "
                              "window_strides: Sequence[int], output_sizes: Sequence[int] | None = None",
                       route="plan", returns="of ``x``'s dtype and shape ``output_sizes``",
-                      rules="a window reaching outside ``x``, a zero stride", doc="""DML_SLICE1: a window of ``x`` walked with signed strides (a negative
-    stride starts at the window's end). ``output_sizes`` defaults to every
-    reachable element: ``1 + (window_sizes - 1) // |window_strides|``.
+                      rules="a window reaching outside ``x``, a zero stride", doc="""DML_SLICE1: a window of ``x`` walked with signed strides (a negative stride starts at the window's end).
+    ``output_sizes`` defaults to every reachable element: ``1 + (window_sizes - 1) // |window_strides|``.
 
     Parameters
     ----------
     window_offsets : sequence of int
         Where the window starts, one entry per axis (each >= 0).
     window_sizes : sequence of int
-        The window's sizes, one entry per axis (each >= 1); the window must
-        lie in ``x``: ``window_offsets + window_sizes <= x.shape``.
+        The window's sizes, one entry per axis (each >= 1); the window must lie in ``x``: ``window_offsets +
+        window_sizes <= x.shape``.
     window_strides : sequence of int
-        The step per axis: non-zero, in INT32's range; a negative stride
-        walks the window from its last element.
+        The step per axis: non-zero, in INT32's range; a negative stride walks the window from its last element.
     output_sizes : sequence of int or None, optional
-        The output's shape, at most the reachable elements per axis; None
-        (the default) takes them all.""")
+        The output's shape, at most the reachable elements per axis; None (the default) takes them all.""")
     SCHEMA = ("(Tensor x, SymInt[] window_offsets, SymInt[] window_sizes, int[] window_strides) -> Tensor")
     SUPPORT = support({"2_1": (4, 5), "3_0": (1, 8)})
 
@@ -230,9 +215,9 @@ class Slice1OperatorDesc(SliceWindow):
         offsets, sizes, strides = (ints(v) for v in args[:3])
         if len(args) > 3 and args[3] is not None:
             counts = ints(args[3])
-            # (the call was validated; on symbolic counts, under torch.compile's dynamic shapes, each truth
-            # value is a guard: a later count out of the window's reach traces the call again, whose
-            # validation raises the array API's error, not the derived window's)
+            # (the call was validated; on symbolic counts, under torch.compile's dynamic shapes, each truth value is a
+            # guard: a later count out of the window's reach traces the call again, whose validation raises the array
+            # API's error, not the derived window's)
             check_taken("SLICE1", "OutputTensor", counts, sizes, strides)
             offsets, sizes = reaching_window(offsets, sizes, strides, counts)
         return "slice1", (offsets, sizes, strides), None
@@ -258,12 +243,10 @@ class Slice1OperatorDesc(SliceWindow):
 
 
 def _plain_window(sizes, offsets, window, steps) -> tuple | None:
-    """The rules of a window in the common case, in one pass: plain int
-    fields, a list or tuple of one per dimension, the window inside the input
-    (``sizes``), strides non-zero in INT32's range. ``(offsets, window,
-    steps)`` as tuples, the most elements copied per dimension and CopyStart
-    (a negative stride starts at the window's end), or None where anything is
-    otherwise (the detailed rules then say what)."""
+    """A window's rules in the common case, in one pass: plain int fields, a list or tuple of one per dimension, the
+    window inside the input (``sizes``), strides non-zero in INT32's range. Returns ``(offsets, window, steps)`` as
+    tuples, the most elements copied per dimension and CopyStart (a negative stride starts at the window's end), or
+    None for anything else (the detailed rules then say what)."""
     n = len(sizes)
     offsets, window, steps = sequence_of(offsets, n), sequence_of(window, n), sequence_of(steps, n)
     if offsets is None or window is None or steps is None:
@@ -283,8 +266,8 @@ def _plain_window(sizes, offsets, window, steps) -> tuple | None:
 
 
 def plain_lowering(in_sizes: tuple, offsets, window, steps, output_sizes=None) -> tuple[tuple, list, tuple] | None:
-    """``(output sizes, starts, steps)``: the packed output's element ``c`` is
-    the input's element ``starts + steps * c`` (see ``opendml.ops``)."""
+    """``(output sizes, starts, steps)``: the packed output's element ``c`` is the input's element ``starts + steps *
+    c`` (see ``opendml.ops``)."""
     got = _plain_window(in_sizes, offsets, window, steps)
     if got is None:
         return None
