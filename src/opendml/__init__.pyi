@@ -51,15 +51,13 @@ def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], w
 
 
 def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, start_padding: Ints = 0, end_padding: Ints = 0) -> Any:
-    """DML_UNFOLD (im2col) over the spatial axes of ``x`` (shape (N, C, *spatial)):
-    ``out.shape == (N, C * prod(window_sizes), prod(blocks))``. Scalars apply to
-    every spatial axis."""
+    """DML_UNFOLD (im2col) over the spatial axes of ``x`` (shape (N, C, *spatial)): ``out.shape == (N, C *
+    prod(window_sizes), prod(blocks))``. Scalars apply to every spatial axis."""
 
 
 def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, start_padding: Ints = 0, end_padding: Ints = 0) -> Any:
-    """DML_FOLD (col2im), the adjoint of ``unfold``: ``x`` of shape (N, C *
-    prod(window_sizes), BlockCount) summed back into an array of shape (N, C,
-    *output_sizes), each output element adding its window elements in
+    """DML_FOLD (col2im), the adjoint of ``unfold``: ``x`` of shape (N, C * prod(window_sizes), BlockCount)
+    summed back into an array of shape (N, C, *output_sizes), each output element adding its window elements in
     increasing window order (float16 sums in float32; integers wrap)."""
 
 

@@ -1,19 +1,18 @@
-"""DML_FOLD_OPERATOR_DESC: sum sliding blocks back into an image (col2im), the
-adjoint of UNFOLD, over 1 to 6 spatial dimensions.
+"""DML_FOLD_OPERATOR_DESC: sum sliding blocks back into an image (col2im), the adjoint of UNFOLD, over 1 to 6 spatial
+dimensions.
 
     BlocksPerDimension[d] = (OutputSpatialSize[d] + StartPadding[d] + EndPadding[d]
                              - Dilations[d] * (WindowSizes[d] - 1) - 1) / Strides[d] + 1
-    Input sizes: (N, C x prod(WindowSizes), prod(BlocksPerDimension)),
-    optionally preceded by 1s up to the output's DimensionCount (erratum:
-    docs/operators/fold.md).
+    Input sizes: (N, C x prod(WindowSizes), prod(BlocksPerDimension)), optionally preceded by 1s up to the output's
+    DimensionCount (erratum: docs/operators/fold.md).
     Output[n, c, p] = sum over window elements k (row-major, increasing) of
                       Input[n, c * prod(WindowSizes) + k, b]
                       where b*Strides + k*Dilations - StartPadding == p
-    (b the row-major block multi-index; a value whose position falls in the
-    padding is dropped; an output element no block reaches is 0).
+    (b the row-major block multi-index; a value whose position falls in the padding is dropped; an output element no
+    block reaches is 0).
 
-The output description is required: the spatial sizes come from it. Sums are
-exact and deterministic (see ``FoldPlan``)."""
+The output description is required: the spatial sizes come from it. Sums are exact and deterministic (see
+``FoldPlan``)."""
 from __future__ import annotations
 
 import dataclasses
@@ -30,14 +29,14 @@ from ..model.errors import ValidationError
 
 
 def _is_sequence(value) -> bool:
-    """Sized and not text: a 0-d array has ``__len__`` but no length (the
-    description then refuses it as a scalar that is not an int)."""
+    """Sized and not text (a 0-d array has ``__len__`` but no length: the description refuses it as a non-int
+    scalar)."""
     return not isinstance(value, (str, bytes)) and hasattr(value, "__len__") and getattr(value, "ndim", 1) != 0
 
 
 def _window_count(window) -> int | None:
-    """``prod(window)`` where every entry is an int >= 1 (as ``as_int`` reads
-    it: a 0-d integer array too), else None."""
+    """``prod(window)`` where every entry is an int >= 1 (as ``as_int`` reads it: a 0-d integer array too), else
+    None."""
     if not _is_sequence(window) or any(isinstance(w, bool) for w in window):
         return None
     try:
@@ -49,9 +48,8 @@ def _window_count(window) -> int | None:
 #: Every size product is computed in 64-bit signed arithmetic by the kernels.
 INT64_MAX = 2**63 - 1
 
-#: ``FoldPlan.sum_kind`` values; they mirror ``ODML_SUM_INTEGER`` (0) and
-#: ``ODML_SUM_FLOAT`` (1) of ``runtime/params.h`` (``runtime.params.SUM_*``),
-#: spelt out here because ``ops`` may not import ``runtime``.
+#: ``FoldPlan.sum_kind`` values; they mirror ``ODML_SUM_INTEGER`` (0) and ``ODML_SUM_FLOAT`` (1) of
+#: ``runtime/params.h`` (``runtime.params.SUM_*``), spelt out here because ``ops`` may not import ``runtime``.
 SUM_INTEGER = 0
 SUM_FLOAT = 1
 
@@ -59,8 +57,8 @@ SUM_FLOAT = 1
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
 class FoldOperatorDesc(_Windowed):
-    """``OutputTensor`` is required (``(N, C, *spatial)``); the input is
-    ``(N, C x prod(WindowSizes), BlockCount)``, optionally with leading 1s."""
+    """``OutputTensor`` is required (``(N, C, *spatial)``); the input is ``(N, C x prod(WindowSizes), BlockCount)``,
+    optionally with leading 1s."""
 
     OPERATOR = "FOLD"
     SPATIAL = "output_tensor"
@@ -70,15 +68,12 @@ class FoldOperatorDesc(_Windowed):
                              "start_padding: Ints = 0, end_padding: Ints = 0", route="plan",
                       shape="The columns, of shape (N, C * prod(window_sizes), BlockCount)",
                       returns="of ``x``'s dtype and shape (N, C, *output_sizes)",
-                      rules="BlockCount or the channels not what the window gives", doc=f"""DML_FOLD (col2im), the adjoint of ``unfold``: ``x`` of shape (N, C *
-    prod(window_sizes), BlockCount) summed back into an array of shape (N, C,
-    *output_sizes), each output element adding its window elements in
+                      rules="BlockCount or the channels not what the window gives", doc=f"""DML_FOLD (col2im), the adjoint of ``unfold``: ``x`` of shape (N, C * prod(window_sizes), BlockCount)
+    summed back into an array of shape (N, C, *output_sizes), each output element adding its window elements in
     increasing window order (float16 sums in float32; integers wrap).
 
-    ``output_sizes`` are the spatial sizes of the result. Scalars apply to
-    every spatial axis; the number of spatial axes is the length of
-    ``output_sizes``, else of ``window_sizes``, else 1. BlockCount must be
-    what ``unfold`` gives for an input of the output's shape with the same
+    Scalars apply to every spatial axis; the number of spatial axes is the length of ``output_sizes``, else of
+    ``window_sizes``, else 1. BlockCount must be what ``unfold`` gives for an input of the output's shape with the same
     window, strides, dilations and padding.
 
     Parameters
@@ -87,8 +82,8 @@ class FoldOperatorDesc(_Windowed):
         The spatial sizes of the result.
 {WINDOW_DOC}
     start_padding, end_padding : int or sequence of int, optional
-        The padding ``unfold`` applied before and after each spatial axis
-        (default 0); padded positions are dropped.""")
+        The padding ``unfold`` applied before and after each spatial axis (default 0); padded positions are
+        dropped.""")
     SCHEMA = ("(Tensor x, SymInt[] output_sizes, int[] window_sizes, int[] strides, int[] dilations, "
               "int[] start_padding, int[] end_padding) -> Tensor")
     OUTPUT_DERIVABLE = False
@@ -115,9 +110,8 @@ class FoldOperatorDesc(_Windowed):
         return make
 
     def _fast_path(self) -> bool:
-        """The one-pass check of the common valid case (``FastPathDesc``). The
-        64-bit limits hold whenever the input's sizes agree: they multiply to
-        its element count, at most 2**32 - 1."""
+        """The one-pass check of the common valid case (``FastPathDesc``). The 64-bit limits hold whenever the input's
+        sizes agree: they multiply to its element count, at most 2**32 - 1."""
         inp, out = self.input_tensor, self.output_tensor
         if (type(inp) is not TensorDesc or type(out) is not TensorDesc or out.data_type is not inp.data_type
                 or out.flags):
@@ -181,28 +175,27 @@ class FoldOperatorDesc(_Windowed):
 
     @property
     def expected_input_sizes(self) -> tuple[int, int, int]:
-        """``(N, C x prod(WindowSizes), BlockCount)`` from the output's sizes:
-        UNFOLD's output rule on them."""
+        """``(N, C x prod(WindowSizes), BlockCount)``: UNFOLD's output rule on the output's sizes."""
         return UnfoldOperatorDesc.output_sizes_of(self.output_tensor.sizes, self.window_sizes, self.strides,
                                                   self.dilations, self.start_padding, self.end_padding)
 
     @staticmethod
     def output_sizes_of(input_sizes, output_spatial, window_sizes, strides=None, dilations=None,
                         start_padding=None, end_padding=None) -> tuple:
-        """``(N, C, *output_spatial)`` for an input of ``input_sizes``
-        (``(..., N, C x prod(WindowSizes), BlockCount)``)."""
+        """``(N, C, *output_spatial)`` for an input of ``input_sizes`` (``(..., N, C x prod(WindowSizes),
+        BlockCount)``)."""
         return (input_sizes[-3], input_sizes[-2] // math.prod(window_sizes), *output_spatial)
 
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:
-        """The adjoint as an array-API call: UNFOLD with the same window,
-        reshaped to the input's leading 1s where it has them."""
+        """The adjoint as an array-API call: UNFOLD with the same window, reshaped to the input's leading 1s where it
+        has them."""
         return "unfold", tuple(args[1:]), None if len(input_sizes) == 3 else tuple(input_sizes)
 
     @staticmethod
     def framework_call(input_sizes, args, ints) -> tuple:
-        """The framework operators' form: one int list per field (the number of
-        spatial axes as the array API counts it), a 3-D input (leading 1s dropped)."""
+        """The framework operators' form: one int list per field (the number of spatial axes as the array API counts
+        it), a 3-D input (leading 1s dropped)."""
         output_sizes, window_sizes = args[:2]
         d = next((len(v) for v in (output_sizes, window_sizes) if _is_sequence(v)), 1)
         return "fold", tuple(ints(v, d) for v in args), tuple(input_sizes[-3:]) if len(input_sizes) > 3 else None
@@ -219,9 +212,8 @@ class FoldOperatorDesc(_Windowed):
         return SUM_FLOAT if self.input_tensor.data_type in FLOAT_TYPES else SUM_INTEGER
 
     def _passes(self, layouts):
-        """One ``WindowSums`` pass (the gather form). Of the input's strides only
-        the last three (N, rows, columns) matter, leading dimensions having
-        size 1."""
+        """One ``WindowSums`` pass (the gather form). Only the input's last three strides (N, rows, columns) matter,
+        leading dimensions having size 1."""
         ((ts, origin),) = layouts
         inp, out = self.input_tensor, self.output_tensor
         sizes = out.sizes
@@ -232,9 +224,8 @@ class FoldOperatorDesc(_Windowed):
 
 def plain_lowering(in_sizes: tuple, output_sizes, window_sizes, strides=1, dilations=1, start_padding=0,
                    end_padding=0) -> tuple | None:
-    """``(output sizes (N, C, *output_sizes), window, strides, dilations, start
-    padding, blocks per dimension)`` (see ``opendml.ops``); the spatial axes
-    are counted by ``output_sizes``, else ``window_sizes``, else 1."""
+    """``(output sizes (N, C, *output_sizes), window, strides, dilations, start padding, blocks per dimension)`` (see
+    ``opendml.ops``); the spatial axes are counted by ``output_sizes``, else ``window_sizes``, else 1."""
     fields = (output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
     d = next((len(v) for v in fields[:2] if type(v) is list or type(v) is tuple), 1)
     spatial, *window = [(v,) * d if type(v) is int else v for v in fields]
