@@ -62,9 +62,8 @@ def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dila
 
 
 def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[int], window_sizes: Sequence[int], window_strides: Sequence[int]) -> Any:
-    """DML_SLICE_GRAD, the adjoint of ``slice1``: an array of shape
-    ``input_sizes`` (the shape of ``slice1``'s input) that is 0 except where
-    ``slice1`` with this window reads, which receives the matching element of
+    """DML_SLICE_GRAD, the adjoint of ``slice1``: an array of shape ``input_sizes`` (the shape of
+    ``slice1``'s input), 0 except where ``slice1`` with this window reads, which receives the matching element of
     ``grad`` (``grad.shape`` being ``slice1``'s output shape)."""
 
 
@@ -75,8 +74,8 @@ def identity(x: Any, scale: float | None = None, bias: float | None = None) -> A
 
 
 def cast(x: Any, dtype: Any) -> Any:
-    """DML_CAST: ``x`` converted to ``dtype`` (a NumPy, PyTorch or JAX
-    dtype, a ``dml.DataType`` or its name) by the rules of ``opendml.ops.cast``."""
+    """DML_CAST: ``x`` converted to ``dtype`` (a NumPy, PyTorch or JAX dtype, a ``dml.DataType``
+    or its name) by the rules of ``opendml.ops.cast``."""
 
 
 def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = 'constant', value: Any = 0) -> Any:
@@ -111,8 +110,8 @@ def depth_to_space(x: Any, block_size: int, order: str = 'DCR') -> Any:
 
 
 def space_to_depth(x: Any, block_size: int, order: str = 'DCR') -> Any:
-    """DML_SPACE_TO_DEPTH1: (N, C, H*b, W*b) -> (N, C*b*b, H, W), the depth
-    index being (bh, bw, c) for "DCR" or (c, bh, bw) for "CRD"."""
+    """DML_SPACE_TO_DEPTH1: (N, C, H*b, W*b) -> (N, C*b*b, H, W), the depth index being (bh, bw, c) for "DCR" or
+    (c, bh, bw) for "CRD"."""
 
 
 def gather(x: Any, indices: Any, axis: int, index_dimensions: int | None = None, *, check_indices: bool = True) -> Any:
@@ -128,10 +127,9 @@ def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = Tr
 
 
 def gather_nd(x: Any, indices: Any, batch_dimensions: int = 0, *, check_indices: bool = True) -> Any:
-    """DML_GATHER_ND1 (ONNX GatherND): ``indices``' last axis holds index
-    tuples of q entries into ``x``'s dimensions after the first
-    ``batch_dimensions`` (which both arrays share); ``out.shape ==
-    indices.shape[:-1] + x.shape[batch_dimensions + q:]``."""
+    """DML_GATHER_ND1 (ONNX GatherND): ``indices``' last axis holds index tuples of q entries into ``x``'s
+    dimensions after the first ``batch_dimensions`` (which both arrays share); ``out.shape == indices.shape[:-1] +
+    x.shape[batch_dimensions + q:]``."""
 
 
 def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_indices: bool = True) -> Any:
