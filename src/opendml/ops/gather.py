@@ -1,16 +1,14 @@
-"""DML_GATHER_OPERATOR_DESC: elements of the input taken along ``Axis`` at the
-positions ``IndicesTensor`` holds,
+"""DML_GATHER_OPERATOR_DESC: elements of the input taken along ``Axis`` at the positions ``IndicesTensor`` holds,
 
     output[..., j..., ...] = input[..., indices[j...], ...]
     OutputTensor.Sizes = { InputTensor.Sizes[0..Axis],
                            IndicesTensor.Sizes[DimensionCount - IndexDimensions ..],
                            InputTensor.Sizes[Axis + 1 ..] }
 
-right-aligned to the tensors' one DimensionCount D: leading 1s are cropped
-where the concatenation is longer than D (they must be 1), prepended where
-it is shorter. Lowered to one ``Gather`` pass over the concatenation's index
-space whose coordinate along ``Axis`` is read from the indices (clamped into
-the dimension). Errata: docs/operators/index-family.md."""
+right-aligned to the tensors' one DimensionCount D: leading 1s are cropped where the concatenation is longer than D
+(they must be 1), prepended where shorter. Lowered to one ``Gather`` pass over the concatenation's index space whose
+coordinate along ``Axis`` is read from the indices (clamped into the dimension). Errata:
+docs/operators/index-family.md."""
 from __future__ import annotations
 
 import dataclasses
@@ -41,9 +39,8 @@ class GatherOperatorDesc(IndexOperatorDesc):
                              "check_indices: bool = True",
                       shape="The data", returns="of ``x``'s dtype and shape ``x.shape[:axis] + indices.shape[-k:] + "
                       "x.shape[axis + 1:]``", rules="an axis out of range, ``index_dimensions`` above the indices' "
-                      "rank or leading index dimensions not 1", doc=f"""DML_GATHER: ``x`` taken along ``axis`` at ``indices`` (NumPy's
-    ``take``): ``out.shape == x.shape[:axis] + indices.shape[-k:] +
-    x.shape[axis + 1:]`` with k = ``index_dimensions``.
+                      "rank or leading index dimensions not 1", doc=f"""DML_GATHER: ``x`` taken along ``axis`` at ``indices`` (NumPy's ``take``): ``out.shape ==
+    x.shape[:axis] + indices.shape[-k:] + x.shape[axis + 1:]`` with k = ``index_dimensions``.
 
     Parameters
     ----------
@@ -51,8 +48,8 @@ class GatherOperatorDesc(IndexOperatorDesc):
     axis : int
         The axis of ``x`` (negative values count from the end).
     index_dimensions : int, optional
-        DirectML's IndexDimensions: how many trailing dimensions of
-        ``indices`` are meaningful (the others must be 1); default all.
+        DirectML's IndexDimensions: how many trailing dimensions of ``indices`` are meaningful (the others must be 1);
+        default all.
     {CHECK_INDICES_DOC}""")
     C_INDEX = 0
     FIELDS = (UInt("Axis", "axis"), UInt("IndexDimensions", "index_dimensions"))

@@ -1,8 +1,7 @@
-"""DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC: ``Output[i] = g(Input[i])`` with
-``g(x) = x * Scale + Bias`` where ``ScaleBias`` is given (float types only),
-else ``g(x) = x`` (the strided copy: strides express layout changes, padding
-and broadcasts). The decisions where the page is silent (float types only,
-the arithmetic's precision): docs/operators/identity.md."""
+"""DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC: ``Output[i] = g(Input[i])`` with ``g(x) = x * Scale + Bias`` where
+``ScaleBias`` is given (float types only), else ``g(x) = x`` (the strided copy: strides express layout changes, padding
+and broadcasts). Decisions where the page is silent (float types only, the arithmetic's precision):
+docs/operators/identity.md."""
 from __future__ import annotations
 
 import dataclasses
@@ -26,9 +25,9 @@ class ElementWiseIdentityOperatorDesc(ElementWiseDesc):
     BINDING = Binding("identity", ((2, 3),), {"scale": 2.0, "bias": 1.0},
                       params="scale: float | None = None, bias: float | None = None",
                       returns="of ``x``'s shape and dtype", rules="``scale``/``bias`` on an integer dtype",
-                      doc="""DML_ELEMENT_WISE_IDENTITY: a packed copy of ``x``, or ``x * scale +
-    bias`` (float types; ``scale`` defaults to 1 and ``bias`` to 0 where only
-    the other is given; computed in float32 for float16/float32).
+                      doc="""DML_ELEMENT_WISE_IDENTITY: a packed copy of ``x``, or ``x * scale + bias`` (float types;
+    ``scale`` defaults to 1 and ``bias`` to 0 where only the other is given; computed in float32 for
+    float16/float32).
 
     Parameters
     ----------
@@ -62,8 +61,7 @@ class ElementWiseIdentityOperatorDesc(ElementWiseDesc):
         sb = self.scale_bias
         return super()._passes(layouts, None if sb is None else (sb.scale, sb.bias))
 
-    # differentiation (see ``_spec``): g(x) = x * Scale + Bias is affine; its
-    # linear part scales, and scaling is its own adjoint.
+    # differentiation (see ``_spec``): g(x) = x * Scale + Bias is affine; its linear part scales, its own adjoint.
 
     def linear_part(self):
         if not is_float(self.input_tensor.data_type):

@@ -8,9 +8,8 @@ from ..model._checks import UINT32_MAX
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
 from ._common import AdjointByCall, TYPES_1_0, FastPathDesc, Field, plain_ints, support
-from ._spec import GATHER
+from ._spec import GATHER, Binding
 from .slice1 import Slice1OperatorDesc, batched_window, window_adjoint_call
-from ._spec import Binding
 
 
 @stored_init
@@ -38,9 +37,8 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
     sizes : sequence of int
         The output's shape, one entry per axis (each >= 1).
     strides : sequence of int
-        The step between elements read, one entry per axis (each >= 1); the
-        last element read, ``offsets + (sizes - 1) * strides``, must lie in
-        ``x``.""")
+        The step between elements read, one entry per axis (each >= 1); the last element read, ``offsets + (sizes -
+        1) * strides``, must lie in ``x``.""")
     SCHEMA = "(Tensor x, SymInt[] offsets, SymInt[] sizes, int[] strides) -> Tensor"
     FIELDS = (Field("Offsets", "offsets"), Field("Sizes", "sizes"), Field("Strides", "strides"))
     SUPPORT = support({"1_0": (4, 5), "3_0": (1, 8)}, first=TYPES_1_0)
@@ -92,8 +90,7 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         return tuple(sizes)
 
     def canonical(self) -> Slice1OperatorDesc:
-        """The same copy as a SLICE1 (``slice1_window``): the form the
-        framework operators take."""
+        """The same copy as a SLICE1 (``slice1_window``): the framework operators' form."""
         return Slice1OperatorDesc(self.input_tensor, self.output_tensor, self.offsets,
                                   slice1_window(self.sizes, self.strides), self.strides)
 
@@ -107,8 +104,8 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
 
     @staticmethod
     def framework_call(input_sizes, args, ints) -> tuple:
-        """The framework operators' form: SLICE's own (its implementation validates each call as SLICE,
-        whatever values the graph was traced for)."""
+        """The framework operators' form: SLICE's own (its implementation validates each call as SLICE, whatever values
+        the graph was traced for)."""
         return "slice", tuple(ints(v) for v in args), None
 
     def call_args(self) -> tuple:
@@ -128,17 +125,15 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
 
 
 def slice1_window(sizes, strides) -> list:
-    """SLICE is SLICE1 over the window its elements span: window sizes
-    ``(Sizes - 1) * Strides + 1`` (every stride positive); the one copy of
-    that rewrite (any int-like values)."""
+    """SLICE is SLICE1 over the window its elements span: window sizes ``(Sizes - 1) * Strides + 1`` (every stride
+    positive); the rewrite's one copy (any int-like values)."""
     return [(s - 1) * t + 1 for s, t in zip(sizes, strides)]
 
 
 def plain_lowering(in_sizes: tuple, offsets, sizes, strides) -> tuple[tuple, tuple, tuple] | None:
-    """``(output sizes, starts, steps)``: the packed output's element ``c`` is
-    the input's element ``starts + steps * c`` (see ``opendml.ops``), where
-    the fields are plain ints, one per dimension, by the window's rules (in
-    one pass); else None. SLICE's fast path as well."""
+    """``(output sizes, starts, steps)``: the packed output's element ``c`` is the input's element ``starts + steps *
+    c`` (see ``opendml.ops``), where the fields are plain ints, one per dimension, by the window's rules (in one pass);
+    else None. SLICE's fast path too."""
     n = len(in_sizes)
     offsets, sizes, strides = plain_ints(offsets, n), plain_ints(sizes, n), plain_ints(strides, n)
     if offsets is None or sizes is None or strides is None:
