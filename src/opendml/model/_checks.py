@@ -1,7 +1,7 @@
 """Strict coercion of user values to Python ints, with errors that name the field.
 
-Every number in a description passes through here, so floats, bools, strings
-and objects of the wrong kind are refused in one place with one message style.
+Every number in a description passes through here, so floats, bools, strings and objects of the wrong kind are
+refused in one place with one message style.
 """
 from __future__ import annotations
 
@@ -37,10 +37,9 @@ def as_int_tuple(values, what: str, *, where: str, length: int | None = None,
                  max_length: int = 64) -> tuple[int, ...]:
     """Return a tuple of ints from an ordered sequence; ``length`` pins its length.
 
-    Refused with a message: strings and bytes, mappings (``{0: 9, 1: 9}``
-    would otherwise give its keys), sets (no order), masked arrays (the mask
-    would be dropped), and iterables of more than ``max_length`` entries (read
-    no further than that, so an endless iterator cannot hang)."""
+    Refused with a message: strings and bytes, mappings (``{0: 9, 1: 9}`` would give its keys), sets (no order),
+    masked arrays (the mask would be dropped), and iterables of more than ``max_length`` entries (read no further, so
+    an endless iterator cannot hang)."""
     kind = type(values)
     if (kind is tuple or kind is list) and len(values) <= max_length and (length is None or len(values) == length):
         # the common case, decided without the general checks below
@@ -89,8 +88,8 @@ def _short(value) -> str:
 
 
 def json_text(value) -> str:
-    """``value`` as JSON writes it, for a message; ``_short``'s repr where JSON
-    has no form for it (a NumPy number, a set, a list holding itself...)."""
+    """``value`` as JSON writes it, for a message; ``_short``'s repr where JSON has no form for it (a NumPy number, a
+    set, a list holding itself...)."""
     try:
         return json.dumps(value)
     except (TypeError, ValueError, RecursionError):
