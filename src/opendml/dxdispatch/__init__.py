@@ -135,8 +135,7 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
     # 3. every command checked (bindings by DirectML's rules) before any runs
     commands = [_parse_command(i, c, dispatchables, resources, folder) for i, c in enumerate(obj["commands"])]
 
-    # 4. the commands, in order: prints stream to `out`; each writeFile snapshots its resource into a temporary file
-    # beside its target, moved there once every command has run
+    # 4. the commands, in order: prints stream to `out`; writeFile targets are written at the end (``PendingWrites``)
     writes = PendingWrites()
     try:
         for kind, where, details in commands:

@@ -77,8 +77,7 @@ def example_model(example: dict) -> dict:
             continue
         it = names[slot.role]
         tensors = value if slot.many else (value,)
-        # an input slot holding an OWNED_BY_DML tensor is bound once, at initialisation (the dispatchable's
-        # "bindings"), not by the dispatch
+        # an OWNED_BY_DML input is bound once, at initialisation (the dispatchable's "bindings"), not by the dispatch
         where = owned if slot.role == "input" and any(
             t is not None and t.flags & TensorFlags.OWNED_BY_DML for t in tensors) else bindings
         where[slot.json] = [next(it) for _ in value] if slot.many else next(it)

@@ -183,8 +183,7 @@ def _sequence(start, delta, count: int, dt: DataType, where: str):
     if not info.min <= last <= info.max:
         raise ModelError(f"{where}: the sequence leaves {dt.name} [{info.min}, {info.max}]: valueStart + "
                          f"(valueCount - 1) * valueDelta = {a} + {count - 1} * {d} = {last}")
-    # Every term lies between the first and the last, so 64-bit arithmetic (wrapping in intermediate products) gives
-    # each exactly.
+    # Every term lies between the first and the last, so 64-bit arithmetic (wrapping products) gives each exactly.
     wide = np.uint64 if npdt == np.uint64 else np.int64
 
     def integers():

@@ -28,18 +28,14 @@ INDEX_TYPES_1_0 = frozenset({T.UINT32})
 
 #: The index functions' shared parameter entries (NumPy style), for their bindings' docstrings.
 INDICES_DOC = """indices : integer array
-        {what} (int32, int64, uint32 or uint64; negative values of a
-        signed type count from the end), of any framework (moved to the
-        data's)."""
+        {what} (int32, int64, uint32 or uint64; negative values of a signed type count from the end), of any
+        framework (moved to the data's)."""
 CHECK_INDICES_DOC = """check_indices : bool, optional
-        Check every index first (default): the first one out of range raises
-        ``ValidationError`` naming its value and position. False skips the
-        check (out-of-range indices are then clamped into the dimension).
-        Indices traced by ``jax.jit`` or compiled by ``torch.compile``
-        with fixed sizes (Inductor, ``aot_eager``) have no values while
-        traced: they are not checked, and are clamped as with False (with
-        dynamic shapes the compiled graph runs the function on each call's
-        tensors, which checks them)."""
+        Check every index first (default): the first one out of range raises ``ValidationError`` naming its value and
+        position. False skips the check (out-of-range indices are then clamped into the dimension). Indices traced by
+        ``jax.jit`` or compiled by ``torch.compile`` with fixed sizes (Inductor, ``aot_eager``) have no values while
+        traced: they are not checked, and are clamped as with False (with dynamic shapes the compiled graph runs the
+        function on each call's tensors, which checks them)."""
 
 
 def dims(x) -> tuple[int, ...]:

@@ -65,8 +65,7 @@ class CastOperatorDesc(ElementWiseDesc):
         self._check_slot_tensors(same_type=False)
         self._check_sizes("OutputTensor", self.output_tensor, self.input_tensor.sizes, "InputTensor.Sizes")
 
-    # differentiation (see ``_spec``): a cast between float types is linear (up to rounding); its adjoint casts back.
-    # Casts to or from integers are not.
+    # differentiation (see ``_spec``): float-to-float casts are linear (up to rounding; adjoint: cast back), others not.
 
     def linear_part(self):
         return self if is_float(self.input_tensor.data_type) and is_float(self.output_tensor.data_type) else None

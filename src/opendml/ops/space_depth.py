@@ -58,8 +58,7 @@ class _SpaceDepth(MoveOperatorDesc):
         b = self.block_size
         return ((n, c * b * b, h // b, w // b) if self.TO_DEPTH else (n, c // (b * b), h * b, w * b),)
 
-    # differentiation (see ``_spec``): a permutation, whose adjoint is its inverse: DEPTH_TO_SPACE of SPACE_TO_DEPTH
-    # with the same order, and back.
+    # differentiation (see ``_spec``): a permutation; its adjoint is the inverse (the other direction, same order).
 
     def adjoint(self, api, grad):
         back = api.depth_to_space if self.TO_DEPTH else api.space_to_depth
