@@ -1,7 +1,8 @@
-"""opendml: DirectML's tensor model and data-movement operators (the slicing and window operators, the data-movement
-family, the index-driven operators: ``opendml.ops.OPERATORS``), with DirectML's validation rules, on the CPU (NumPy and
-compiled C kernels) and NVIDIA GPUs (CUDA kernels through CuPy), as array functions of NumPy, CuPy, PyTorch, JAX and
-Dask arrays.
+"""opendml: DirectML's tensor model and data-movement operators (the
+slicing and window operators, the data-movement family, the index-driven
+operators: ``opendml.ops.OPERATORS``), with DirectML's validation rules, on
+the CPU (NumPy and compiled C kernels) and NVIDIA GPUs (CUDA kernels through
+CuPy), as array functions of NumPy, CuPy, PyTorch, JAX and Dask arrays.
 
 Layers, each importing only those below it: ``model`` (data types, feature levels, tensor descriptions, errors) <
 ``plan`` (what backends run) < ``ops`` (one module per operator) < ``jsonform`` (the JSON form) < ``runtime``
@@ -40,7 +41,8 @@ __all__ = [
 
 
 def __getattr__(name):
-    """``opendml.dxdispatch`` (DxDispatch models) loads on first use, so ``import opendml`` stays light."""
+    """``opendml.dxdispatch`` (DxDispatch models) loads on first use, so
+    ``import opendml`` stays light."""
     if name == "dxdispatch":
         import importlib
         return importlib.import_module(f"{__name__}.dxdispatch")

@@ -46,18 +46,21 @@ def slice(x: Any, offsets: Sequence[int], sizes: Sequence[int], strides: Sequenc
 
 
 def slice1(x: Any, window_offsets: Sequence[int], window_sizes: Sequence[int], window_strides: Sequence[int], output_sizes: Sequence[int] | None = None) -> Any:
-    """DML_SLICE1: a window of ``x`` walked with signed strides (a negative stride starts at the window's end).
-    ``output_sizes`` defaults to every reachable element: ``1 + (window_sizes - 1) // |window_strides|``."""
+    """DML_SLICE1: a window of ``x`` walked with signed strides (a negative
+    stride starts at the window's end). ``output_sizes`` defaults to every
+    reachable element: ``1 + (window_sizes - 1) // |window_strides|``."""
 
 
 def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, start_padding: Ints = 0, end_padding: Ints = 0) -> Any:
-    """DML_UNFOLD (im2col) over the spatial axes of ``x`` (shape (N, C, *spatial)): ``out.shape == (N, C *
-    prod(window_sizes), prod(blocks))``. Scalars apply to every spatial axis."""
+    """DML_UNFOLD (im2col) over the spatial axes of ``x`` (shape (N, C, *spatial)):
+    ``out.shape == (N, C * prod(window_sizes), prod(blocks))``. Scalars apply to
+    every spatial axis."""
 
 
 def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, start_padding: Ints = 0, end_padding: Ints = 0) -> Any:
-    """DML_FOLD (col2im), the adjoint of ``unfold``: ``x`` of shape (N, C * prod(window_sizes), BlockCount)
-    summed back into an array of shape (N, C, *output_sizes), each output element adding its window elements in
+    """DML_FOLD (col2im), the adjoint of ``unfold``: ``x`` of shape (N, C *
+    prod(window_sizes), BlockCount) summed back into an array of shape (N, C,
+    *output_sizes), each output element adding its window elements in
     increasing window order (float16 sums in float32; integers wrap)."""
 
 
@@ -68,36 +71,40 @@ def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[i
 
 
 def identity(x: Any, scale: float | None = None, bias: float | None = None) -> Any:
-    """DML_ELEMENT_WISE_IDENTITY: a packed copy of ``x``, or ``x * scale + bias`` (float types;
-    ``scale`` defaults to 1 and ``bias`` to 0 where only the other is given; computed in float32 for
-    float16/float32)."""
+    """DML_ELEMENT_WISE_IDENTITY: a packed copy of ``x``, or ``x * scale +
+    bias`` (float types; ``scale`` defaults to 1 and ``bias`` to 0 where only
+    the other is given; computed in float32 for float16/float32)."""
 
 
 def cast(x: Any, dtype: Any) -> Any:
-    """DML_CAST: ``x`` converted to ``dtype`` (a NumPy, PyTorch or JAX dtype, a ``dml.DataType``
-    or its name) by the rules of ``opendml.ops.cast``."""
+    """DML_CAST: ``x`` converted to ``dtype`` (a NumPy, PyTorch or JAX
+    dtype, a ``dml.DataType`` or its name) by the rules of ``opendml.ops.cast``."""
 
 
 def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = 'constant', value: Any = 0) -> Any:
     """DML_PADDING1: ``x`` padded by ``start_padding``/``end_padding`` elements
-    per axis (an int pads every axis). ``mode``: "constant" (``value``, of ``x``'s type), "edge", "reflect",
-    "symmetric" or "wrap", as DirectML's DML_PADDING_MODE (padding may exceed the axis' size; it repeats periodically)."""
+    per axis (an int pads every axis). ``mode``: "constant" (``value``, of
+    ``x``'s type), "edge", "reflect", "symmetric" or "wrap", as DirectML's
+    DML_PADDING_MODE (padding may exceed the axis' size; it repeats
+    periodically)."""
 
 
 def join(arrays: Sequence[Any], axis: int) -> Any:
-    """DML_JOIN: the arrays concatenated along ``axis`` (same dtype and rank; equal sizes but
-    along ``axis``)."""
+    """DML_JOIN: the arrays concatenated along ``axis`` (same dtype and rank;
+    equal sizes but along ``axis``)."""
 
 
 def split(x: Any, axis: int, sizes: Sequence[int]) -> list[Any]:
-    """DML_SPLIT: ``x`` cut along ``axis`` into arrays of ``sizes[i]`` elements there (the
-    sizes sum to ``x.shape[axis]``); returns a list."""
+    """DML_SPLIT: ``x`` cut along ``axis`` into arrays of ``sizes[i]`` elements
+    there (the sizes sum to ``x.shape[axis]``); returns a list."""
 
 
 def tile(x: Any, repeats: Ints) -> Any:
-    """DML_TILE: ``x`` repeated ``repeats[i]`` times along axis i; ``out.shape == x.shape *
-    repeats``. ``repeats`` follows ``numpy.tile``'s rule: a sequence shorter than ``x.ndim`` has ones prepended, and an
-    int ``r`` is ``(1, ..., 1, r)`` (only the last axis repeats: ``tile(x, 2)`` of a (3, 4) array is (3, 8))."""
+    """DML_TILE: ``x`` repeated ``repeats[i]`` times along axis i;
+    ``out.shape == x.shape * repeats``. ``repeats`` follows ``numpy.tile``'s
+    rule: a sequence shorter than ``x.ndim`` has ones prepended, and an int
+    ``r`` is ``(1, ..., 1, r)`` (only the last axis repeats: ``tile(x, 2)``
+    of a (3, 4) array is (3, 8))."""
 
 
 def depth_to_space(x: Any, block_size: int, order: str = 'DCR') -> Any:
@@ -106,53 +113,61 @@ def depth_to_space(x: Any, block_size: int, order: str = 'DCR') -> Any:
 
 
 def space_to_depth(x: Any, block_size: int, order: str = 'DCR') -> Any:
-    """DML_SPACE_TO_DEPTH1: (N, C, H*b, W*b) -> (N, C*b*b, H, W), the depth index being (bh, bw, c) for "DCR" or
-    (c, bh, bw) for "CRD"."""
+    """DML_SPACE_TO_DEPTH1: (N, C, H*b, W*b) -> (N, C*b*b, H, W), the depth
+    index being (bh, bw, c) for "DCR" or (c, bh, bw) for "CRD"."""
 
 
 def gather(x: Any, indices: Any, axis: int, index_dimensions: int | None = None, *, check_indices: bool = True) -> Any:
-    """DML_GATHER: ``x`` taken along ``axis`` at ``indices`` (NumPy's ``take``): ``out.shape ==
-    x.shape[:axis] + indices.shape[-k:] + x.shape[axis + 1:]`` with k = ``index_dimensions``."""
+    """DML_GATHER: ``x`` taken along ``axis`` at ``indices`` (NumPy's
+    ``take``): ``out.shape == x.shape[:axis] + indices.shape[-k:] +
+    x.shape[axis + 1:]`` with k = ``index_dimensions``."""
 
 
 def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = True) -> Any:
     """DML_GATHER_ELEMENTS: ``out[..., i, ...] = x[..., indices[..., i, ...],
-    ...]`` along ``axis`` (NumPy's ``take_along_axis``; ``indices`` has ``x``'s shape but along ``axis``)."""
+    ...]`` along ``axis`` (NumPy's ``take_along_axis``; ``indices`` has
+    ``x``'s shape but along ``axis``)."""
 
 
 def gather_nd(x: Any, indices: Any, batch_dimensions: int = 0, *, check_indices: bool = True) -> Any:
-    """DML_GATHER_ND1 (ONNX GatherND): ``indices``' last axis holds index tuples of q entries into ``x``'s
-    dimensions after the first ``batch_dimensions`` (which both arrays share); ``out.shape == indices.shape[:-1] +
-    x.shape[batch_dimensions + q:]``."""
+    """DML_GATHER_ND1 (ONNX GatherND): ``indices``' last axis holds index
+    tuples of q entries into ``x``'s dimensions after the first
+    ``batch_dimensions`` (which both arrays share); ``out.shape ==
+    indices.shape[:-1] + x.shape[batch_dimensions + q:]``."""
 
 
 def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_indices: bool = True) -> Any:
     """DML_SCATTER_ELEMENTS: a copy of ``x`` with ``out[..., indices[..., i,
-    ...], ...] = updates[..., i, ...]`` along ``axis`` (``indices`` and ``updates`` of one shape, ``x``'s but along
-    ``axis``). Where indices repeat, the last update in row-major order wins."""
-
-
-def scatter_nd(x: Any, indices: Any, updates: Any, *, check_indices: bool = True) -> Any:
-    """DML_SCATTER_ND (ONNX ScatterND): a copy of ``x`` with the sub-blocks at ``indices``'
-    tuples (its last axis, q entries) replaced by ``updates`` (shape ``indices.shape[:-1] + x.shape[q:]``). Where tuples
+    ...], ...] = updates[..., i, ...]`` along ``axis`` (``indices`` and
+    ``updates`` of one shape, ``x``'s but along ``axis``). Where indices
     repeat, the last update in row-major order wins."""
 
 
+def scatter_nd(x: Any, indices: Any, updates: Any, *, check_indices: bool = True) -> Any:
+    """DML_SCATTER_ND (ONNX ScatterND): a copy of ``x`` with the sub-blocks at
+    ``indices``' tuples (its last axis, q entries) replaced by ``updates``
+    (shape ``indices.shape[:-1] + x.shape[q:]``). Where tuples repeat, the last
+    update in row-major order wins."""
+
+
 def one_hot(indices: Any, depth: int, values: Any, axis: int = -1) -> Any:
-    """DML_ONE_HOT (ONNX OneHot): a new axis of size ``depth`` at ``axis`` (of the output: -1
-    appends it) holding ``values[1]`` (on) at each index and ``values[0]`` (off) elsewhere; the output's dtype is
-    ``values``'. A negative index of a signed type counts from the end; an index outside ``[-depth, depth)`` gives an
-    all-off row (no check)."""
+    """DML_ONE_HOT (ONNX OneHot): a new axis of size ``depth`` at ``axis``
+    (of the output: -1 appends it) holding ``values[1]`` (on) at each index
+    and ``values[0]`` (off) elsewhere; the output's dtype is ``values``'. A
+    negative index of a signed type counts from the end; an index outside
+    ``[-depth, depth)`` gives an all-off row (no check)."""
 
 
 def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int) -> Any:
     """DML_REVERSE_SUBSEQUENCES: along ``axis``, the first L elements of each
-    sequence reversed (L from ``sequence_lengths``, uint32 or uint64, of ``x``'s shape with 1 along ``axis``, or
-    without that axis); lengths past the axis are clamped to it."""
+    sequence reversed (L from ``sequence_lengths``, uint32 or uint64, of
+    ``x``'s shape with 1 along ``axis``, or without that axis); lengths past
+    the axis are clamped to it."""
 
 
 def diagonal_matrix(x: Any = ..., *, shape: Any = None, dtype: Any = None, value: Any = 1, begin: int = 0, end: int = 1) -> Any:
-    """DML_DIAGONAL_MATRIX1: ``value`` on the diagonals ``col - row`` in ``[begin, end)`` of each matrix (the
-    last two axes; the axes before them count a stack), ``x``'s elements elsewhere, or zeros without ``x``."""
+    """DML_DIAGONAL_MATRIX1: ``value`` on the diagonals ``col - row`` in
+    ``[begin, end)`` of each matrix (the last two axes; the axes before them
+    count a stack), ``x``'s elements elsewhere, or zeros without ``x``."""
 
 __all__ = ['AllocationError', 'BindingError', 'BindingTable', 'Buffer', 'BufferBinding', 'CastOperatorDesc', 'CompiledOperator', 'Config', 'DataType', 'DepthSpaceOrder', 'DepthToSpace1OperatorDesc', 'DepthToSpaceOperatorDesc', 'Device', 'DiagonalMatrix1OperatorDesc', 'DiagonalMatrixOperatorDesc', 'DmlError', 'ElementWiseIdentityOperatorDesc', 'FeatureLevel', 'FoldOperatorDesc', 'GatherElementsOperatorDesc', 'GatherNd1OperatorDesc', 'GatherNdOperatorDesc', 'GatherOperatorDesc', 'JoinOperatorDesc', 'OneHotOperatorDesc', 'Operator', 'OperatorDesc', 'Padding1OperatorDesc', 'PaddingMode', 'PaddingOperatorDesc', 'ReverseSubsequencesOperatorDesc', 'ScaleBias', 'ScatterElementsOperatorDesc', 'ScatterNdOperatorDesc', 'Slice1OperatorDesc', 'SliceGradOperatorDesc', 'SliceOperatorDesc', 'SpaceToDepth1OperatorDesc', 'SpaceToDepthOperatorDesc', 'SplitOperatorDesc', 'TensorDesc', 'TensorFlags', 'TileOperatorDesc', 'UnfoldOperatorDesc', 'UnsupportedError', 'ValidationError', '__version__', 'calc_buffer_tensor_size', 'cast', 'config', 'configure', 'cpu_output_cache', 'depth_to_space', 'diagonal_matrix', 'fold', 'gather', 'gather_elements', 'gather_nd', 'identity', 'join', 'nhwc_strides', 'one_hot', 'packed_strides', 'pad', 'plan_cache_info', 'reverse_subsequences', 'scatter_elements', 'scatter_nd', 'slice1', 'slice_grad', 'space_to_depth', 'split', 'tile', 'unfold']

@@ -8,9 +8,10 @@
     opendml dispatch --list | --example NAME [--print-model]
     opendml info
 
-Exit codes: 0 success; 1 an output differs from the documented one; 2 bad input (a usage error, malformed JSON, an
-invalid description, a bad file, a malformed OPENDML_* environment variable), always one line on stderr; 3 an internal
-error of opendml (a bug), also one line, never a traceback.
+Exit codes: 0 success; 1 an output differs from the documented one; 2 bad
+input (a usage error, malformed JSON, an invalid description, a bad file, a
+malformed OPENDML_* environment variable), always one line on stderr; 3 an
+internal error of opendml (a bug), also one line, never a traceback.
 """
 from __future__ import annotations
 
@@ -76,8 +77,9 @@ def fmt_array(a: np.ndarray) -> str:
 
 def default_input(desc, max_bytes: int | None = None, tensor: TensorDesc | None = None,
                   name: str | None = None) -> np.ndarray:
-    """``jsonform.default_input`` of an input (``tensor``/``name``; default: the first) from the operator's
-    ``DEFAULT_INPUT_START`` (1..N, or 0..N-1 as UNFOLD's and the gathers' pages), refused where its distinct elements
+    """``jsonform.default_input`` of an input (``tensor``/``name``; default:
+    the first) from the operator's ``DEFAULT_INPUT_START`` (1..N, or 0..N-1
+    as UNFOLD's and the gathers' pages), refused where its distinct elements
     would take more than ``max_bytes``."""
     t = tensor if tensor is not None else desc.input_tensor
     name = name if name is not None else desc.TENSORS[0]
@@ -89,8 +91,9 @@ def default_input(desc, max_bytes: int | None = None, tensor: TensorDesc | None 
 
 
 def _refuse(what: str, limit: int = 0):
-    """The ``fail`` of ``jsonform.open_checked``/``read_regular`` for a file named on the command line: a
-    ``UsageError`` about ``what``. Only regular files are read: a folder, a device (``/dev/zero``), a FIFO or a socket
+    """The ``fail`` of ``jsonform.open_checked``/``read_regular`` for a file
+    named on the command line: a ``UsageError`` about ``what``. Only regular
+    files are read: a folder, a device (``/dev/zero``), a FIFO or a socket
     is refused before anything is read."""
     def fail(reason, detail):
         why = (f"must be a regular file; this is {detail}" if reason == "kind" else
@@ -101,8 +104,9 @@ def _refuse(what: str, limit: int = 0):
 
 
 def read_npy(path: str, t: TensorDesc, name: str, max_bytes: int | None = None) -> np.ndarray:
-    """A .npy file holding an array of ``t``'s sizes and data type (either byte order). The header and the file's
-    length are checked before any data is read, so a file that claims a huge array costs nothing."""
+    """A .npy file holding an array of ``t``'s sizes and data type (either byte
+    order). The header and the file's length are checked before any data is
+    read, so a file that claims a huge array costs nothing."""
     what = f"--input {path}"
     try:
         with open_checked(path, _refuse(what)) as f:
@@ -130,8 +134,9 @@ def read_npy(path: str, t: TensorDesc, name: str, max_bytes: int | None = None) 
 
 
 def load_inputs(paths: list[str] | None, obj: dict, desc, max_bytes: int | None = None) -> list[np.ndarray]:
-    """One array per input tensor, in slot order: the --input files (one per input), else the file's "Inputs" (a list,
-    one per input) or "Input" (one input), else the pages' default values."""
+    """One array per input tensor, in slot order: the --input files (one per
+    input), else the file's "Inputs" (a list, one per input) or "Input" (one
+    input), else the pages' default values."""
     named = desc.named_tensors("input")
     if paths:
         if len(paths) != len(named):
@@ -143,8 +148,9 @@ def load_inputs(paths: list[str] | None, obj: dict, desc, max_bytes: int | None 
 
 
 def run_bytes(desc, xs) -> int:
-    """Memory a run touches: the inputs' distinct host elements (a broadcast axis counts once) and buffer elements, the
-    outputs' buffer elements and host copies."""
+    """Memory a run touches: the inputs' distinct host elements (a broadcast
+    axis counts once) and buffer elements, the outputs' buffer elements and
+    host copies."""
     total = 0
     for x, t in zip(xs, desc.inputs):
         total += math.prod(n for n, s in zip(x.shape, x.strides) if s != 0) * x.itemsize + t.min_size_in_bytes
@@ -236,8 +242,8 @@ def read_spec(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
 
 
 def _listed(args, exs) -> bool:
-    """--list: print the bundled examples in ``EXAMPLE_ORDER`` with their titles (alone: a file or --example beside it
-    would be ignored)."""
+    """--list: print the bundled examples in ``EXAMPLE_ORDER`` with their titles
+    (alone: a file or --example beside it would be ignored)."""
     if args.list:
         given = [what for what, value in (("MODEL.json" if hasattr(args, "model") else "SPEC.json",
                                            getattr(args, "model", getattr(args, "spec", None))),
@@ -299,8 +305,8 @@ def cmd_validate(args) -> int:
 
 
 def cmd_dispatch(args) -> int:
-    """A DxDispatch model (MODEL.json, or a bundled example as one): the commands' prints on stdout; --output-dir
-    writes every resource."""
+    """A DxDispatch model (MODEL.json, or a bundled example as one): the
+    commands' prints on stdout; --output-dir writes every resource."""
     from .dxdispatch import check_output_dir, dumps, example_model, example_outputs, load as load_model, \
         run as run_model, write_resources
     exs = examples()
@@ -384,8 +390,9 @@ def _byte_count(text: str) -> int:
 
 
 def _running_options(q, positional, level_help: str, bytes_help: str, example_help: str) -> None:
-    """``run``'s and ``dispatch``'s optional file (``positional``: name, metavar, help), --device, --feature-level,
-    --max-bytes, --list and --example."""
+    """``run``'s and ``dispatch``'s optional file (``positional``: name,
+    metavar, help), --device, --feature-level, --max-bytes, --list and
+    --example."""
     q.add_argument(positional[0], nargs="?", metavar=positional[1], help=positional[2])
     q.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to run (default: cpu)")
     q.add_argument("--feature-level", default="6_4", metavar="L", help=level_help)
@@ -455,7 +462,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """The command line, with the module docstring's exit codes; errors are one line on stderr, never a traceback."""
+    """The command line, with the module docstring's exit codes; errors are
+    one line on stderr, never a traceback."""
     args, extra = build_parser().parse_known_args(argv)
     if extra:
         args.parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -1,4 +1,5 @@
-"""The JSON form of a description, in DirectML's own field names, so a description can be copied from C++ code:
+"""The JSON form of a description, in DirectML's own field names, so a
+description can be copied from C++ code:
 
     {"Operator": "SLICE1",
      "InputTensor":  {"DataType": "FLOAT32", "Sizes": [1, 1, 4, 4]},
@@ -66,16 +67,16 @@ def check_depth(obj, error=JsonFormError, too_deep: str = _TOO_DEEP) -> None:
 
 
 def loads(text: str) -> dict:
-    """Parse a JSON description: a ``JsonFormError`` for malformed text, a key given twice in one object (JSON would
-    keep the last silently), integers too long to read, nesting deeper than ``MAX_DEPTH``, and anything but an
-    object."""
+    """Parse a JSON description: a ``JsonFormError`` for malformed text, a key
+    given twice in one object (JSON would keep the last silently), integers
+    too long to read, nesting deeper than ``MAX_DEPTH``, and anything but an object."""
     return parse_object(text, parse_int=parse_int, object_pairs_hook=unique_keys(
         JsonFormError, lambda key: json.dumps(key)[:80], "the second would silently replace the first"))
 
 
 def unique_keys(error, quote, why: str):
-    """A JSON ``object_pairs_hook`` refusing a key given twice in one object: ``error`` naming the first repeated key
-    (``quote(key)``) and ``why``."""
+    """A JSON ``object_pairs_hook`` refusing a key given twice in one object:
+    ``error`` naming the first repeated key (``quote(key)``) and ``why``."""
     def hook(pairs) -> dict:
         out = dict(pairs)
         if len(out) != len(pairs):
@@ -88,8 +89,8 @@ def unique_keys(error, quote, why: str):
 
 def parse_object(text: str, what: str = "$: a description", error=JsonFormError, too_deep: str = _TOO_DEEP,
                  **hooks) -> dict:
-    """``json.loads(text, **hooks)``, which must be an object (``what``) of at most ``MAX_DEPTH`` levels (else
-    ``error(too_deep)``)."""
+    """``json.loads(text, **hooks)``, which must be an object (``what``) of at
+    most ``MAX_DEPTH`` levels (else ``error(too_deep)``)."""
     try:
         obj = json.loads(text, **hooks)
     except json.JSONDecodeError as e:
@@ -158,7 +159,8 @@ def array_from_json(value, data_type: DataType, path: str) -> np.ndarray:
 
 
 def _index_path(path: str, flat: int, shape) -> str:
-    """``$.Input[0][2]``: the JSON path of entry ``flat`` of a level whose parents have ``shape``."""
+    """``$.Input[0][2]``: the JSON path of entry ``flat`` of a level whose
+    parents have ``shape``."""
     if not shape:
         return path
     index = np.unravel_index(flat, shape) if all(shape) else ()
@@ -166,10 +168,12 @@ def _index_path(path: str, flat: int, shape) -> str:
 
 
 def open_regular(path):
-    """``(file, None)``: ``path`` opened to read (binary), if it is a regular file; else ``(None, kind)``, ``kind``
-    naming what it is ("a folder", "a FIFO", "a device", "a socket" or "not a regular file"). Checked on the open file,
-    opened non-blocking: a FIFO without a writer cannot hold the caller up. OSError (ValueError: a NUL in the path)
-    where it cannot be opened."""
+    """``(file, None)``: ``path`` opened to read (binary), if it is a regular
+    file; else ``(None, kind)``, ``kind`` naming what it is ("a folder", "a
+    FIFO", "a device", "a socket" or "not a regular file"). Checked on the
+    open file, opened non-blocking: a FIFO without a writer cannot hold the
+    caller up. OSError (ValueError: a NUL in the path) where it cannot be
+    opened."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
         mode = os.fstat(fd).st_mode
@@ -185,8 +189,9 @@ def open_regular(path):
 
 
 def open_checked(path, fail):
-    """``open_regular(path)``'s file; where there is none, ``fail("open", why it cannot be opened)`` or ``fail("kind",
-    what it is instead)``, which raises."""
+    """``open_regular(path)``'s file; where there is none, ``fail("open",
+    why it cannot be opened)`` or ``fail("kind", what it is instead)``,
+    which raises."""
     try:
         f, kind = open_regular(path)
     except (OSError, ValueError) as e:
@@ -202,8 +207,9 @@ DEFAULT_MAX_BYTES = 2 << 30
 
 
 def text_limit(max_bytes: int) -> int:
-    """The most bytes a JSON file (a description, a DxDispatch model) may hold under a memory limit of ``max_bytes``:
-    a sixteenth of it (parsed JSON takes up to about 16 bytes of memory per byte of text: a list of numbers becomes
+    """The most bytes a JSON file (a description, a DxDispatch model) may hold
+    under a memory limit of ``max_bytes``: a sixteenth of it (parsed JSON takes
+    up to about 16 bytes of memory per byte of text: a list of numbers becomes
     Python objects), at least 1 MiB."""
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int):
         raise TypeError(f"max_bytes must be an int (bytes); got {type(max_bytes).__name__}")
@@ -211,10 +217,12 @@ def text_limit(max_bytes: int) -> int:
 
 
 def read_regular(path, limit: int, fail, encoding: str = "utf-8") -> str:
-    """The text of the regular file ``path`` (see ``open_regular``), of at most ``limit`` bytes, decoded. Each refusal
-    calls ``fail(reason, detail)``, which raises: ``"open"`` (why it cannot be opened or read), ``"kind"`` (what it is
-    instead), ``"size"`` (the bytes it holds, a count or "more than LIMIT"; checked before reading), ``"text"`` (not
-    text in ``encoding``)."""
+    """The text of the regular file ``path`` (see ``open_regular``), of at
+    most ``limit`` bytes, decoded. Each refusal calls ``fail(reason,
+    detail)``, which raises: ``"open"`` (why it cannot be opened or read),
+    ``"kind"`` (what it is instead), ``"size"`` (the bytes it holds, a count
+    or "more than LIMIT"; checked before reading), ``"text"`` (not text in
+    ``encoding``)."""
     f = open_checked(path, fail)
     try:
         with f:
@@ -237,9 +245,10 @@ class NpyError(ValueError):
 
 
 def npy_header(f, versions=((1, 0), (2, 0))):
-    """``(shape, fortran order, dtype)`` of the .npy file ``f`` (read from its start; ``versions``: the format versions
-    taken), or an ``NpyError`` saying why not: no NumPy magic (an empty file, a .npz archive), another format version,
-    a header cut short or malformed."""
+    """``(shape, fortran order, dtype)`` of the .npy file ``f`` (read from its
+    start; ``versions``: the format versions taken), or an ``NpyError``
+    saying why not: no NumPy magic (an empty file, a .npz archive), another
+    format version, a header cut short or malformed."""
     fmt = np.lib.format
     try:
         head = f.read(len(fmt.MAGIC_PREFIX))
@@ -314,8 +323,9 @@ def json_arrays(obj: dict, key: str, desc, side: str, error=JsonFormError) -> li
 
 
 def check_keys(obj, allowed, path, required=(), error=JsonFormError, field=lambda path, k: (f"{path}.{k}", "")):
-    """``obj`` is a JSON object with only ``allowed`` keys and every key of ``required``, else ``error``:
-    ``field(path, key)`` gives the message's place and the words after the rule's name."""
+    """``obj`` is a JSON object with only ``allowed`` keys and every key of
+    ``required``, else ``error``: ``field(path, key)`` gives the message's
+    place and the words after the rule's name."""
     if not isinstance(obj, dict):
         raise error(f"{path}: must be an object; got {type_name(obj)}")
     for k in obj:
@@ -367,16 +377,18 @@ def tensor_from_json(obj, path: str, *, default_type=None, sizes=None) -> Tensor
 
 
 def from_json(obj) -> OperatorDesc:
-    """Build an operator description from a parsed JSON object (or JSON text) in DirectML's field names, generically
-    over what the operator declares (``SLOTS``, ``FIELDS``, ``COUNTS``): a ``many`` slot is a JSON array of tensors; an
-    enum is a member's name; a scalar union is a number typed by its sibling type field; a struct is an object of its
-    members. An output whose sizes can be derived may be left out, or given without ``Sizes``.
+    """Build an operator description from a parsed JSON object (or JSON text)
+    in DirectML's field names, generically over what the operator declares
+    (``SLOTS``, ``FIELDS``, ``COUNTS``): a ``many`` slot is a JSON array of
+    tensors; an enum is a member's name; a scalar union is a number typed by
+    its sibling type field; a struct is an object of its members. An output
+    whose sizes can be derived may be left out, or given without ``Sizes``.
 
     Raises
     ------
     JsonFormError
-        If a field is missing, unknown or of the wrong JSON type; the message names its JSON path
-        (``$.InputTensor.Sizes``).
+        If a field is missing, unknown or of the wrong JSON type; the message
+        names its JSON path (``$.InputTensor.Sizes``).
     ValidationError
         If the description breaks one of the operator's rules.
     """
@@ -459,8 +471,8 @@ def tensor_to_json(t: TensorDesc) -> dict:
 
 
 def to_json(desc: OperatorDesc) -> dict:
-    """The JSON form of a description: its slots and fields in the struct's order (counts are implied by the arrays'
-    lengths)."""
+    """The JSON form of a description: its slots and fields in the struct's
+    order (counts are implied by the arrays' lengths)."""
     d = {"Operator": desc.OPERATOR}
     for s in desc.SLOTS:
         v = getattr(desc, s.attr)

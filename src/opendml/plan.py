@@ -100,8 +100,9 @@ class _WindowGrid:
 @stored_init
 @dataclasses.dataclass(frozen=True)
 class UnfoldPlan(_WindowGrid):
-    """``out[n, c*K + k, b] = in[n, c, b*stride + k*dilation - start_padding]`` (multi-indices k over ``window``, b
-    over ``blocks``, row-major), or 0 where that coordinate lies outside the input."""
+    """``out[n, c*K + k, b] = in[n, c, b*stride + k*dilation - start_padding]``
+    (multi-indices k over ``window``, b over ``blocks``, row-major), or 0 where
+    that coordinate lies outside the input."""
 
     element_size: int
     batch: int
@@ -157,8 +158,9 @@ class FoldPlan(_WindowGrid):
 @stored_init
 @dataclasses.dataclass(frozen=True)
 class ScatterPlan(_Sized):
-    """SLICE_GRAD: ``out[p] = in[i]`` where ``p == first + i*step`` (every dimension, ``0 <= i < taken``), else 0;
-    each output element is written once. Input strides are signed (a SLICE1 window walked backwards)."""
+    """SLICE_GRAD: ``out[p] = in[i]`` where ``p == first + i*step`` (every
+    dimension, ``0 <= i < taken``), else 0; each output element is written once.
+    Input strides are signed (a SLICE1 window walked backwards)."""
 
     element_size: int
     sizes: tuple[int, ...]            # output sizes
@@ -174,9 +176,11 @@ class ScatterPlan(_Sized):
     in_span, out_span = _spans(lambda p: p.taken, lambda p: p.sizes)
 
     def canonical(self, cpu: bool = False) -> "ScatterPlan":
-        """Size-1 dimensions that take one element dropped, a stable order by output stride (largest first), and a fully
-        covered dimension with step 1 merged into the one outside it where that one has step 1 (or, for the CPU kernels,
-        ``cpu``, takes one element) and both walk memory as one (``odml_scatter_canonical`` in C)."""
+        """Size-1 dimensions that take one element dropped, a stable order by
+        output stride (largest first), and a fully covered dimension with step
+        1 merged into the one outside it where that one has step 1 (or, for
+        the CPU kernels, ``cpu``, takes one element) and both walk memory as
+        one (``odml_scatter_canonical`` in C)."""
         dims = sorted((d for d in zip(self.sizes, self.out_strides, self.first, self.step, self.taken,
                                       self.in_strides) if d[0] != 1 or d[4] != 1), key=lambda d: d[1], reverse=True)
         merged: list = []
@@ -282,18 +286,22 @@ INDEX_CLAMP, INDEX_SKIP = 0, 1
 
 @dataclasses.dataclass(frozen=True)
 class IndexAxis:
-    """One data coordinate taken from an index tensor. For each position d of the pass's index space, the value ``v =
-    indices[index_offset + sum(d*index_strides)]`` (input slot ``index``, an INT32/INT64/UINT32/UINT64 tensor; the
-    plan's ``in_types`` say which) gives a coordinate c in ``[0, bound)``, and the data offset moves by ``c * stride``:
+    """One data coordinate taken from an index tensor. For each position d of
+    the pass's index space, the value ``v = indices[index_offset +
+    sum(d*index_strides)]`` (input slot ``index``, an INT32/INT64/UINT32/UINT64
+    tensor; the plan's ``in_types`` say which) gives a coordinate c in
+    ``[0, bound)``, and the data offset moves by ``c * stride``:
 
-    * ``INDEX_POSITION``: c = v; with a signed index type a negative v counts from the end (``v + bound``). Outside
-      ``[0, bound)`` after that: ``INDEX_CLAMP`` clamps to ``[0, bound - 1]``, ``INDEX_SKIP`` drops the element (a
-      ``Gather`` never skips).
-    * ``INDEX_REVERSE_LENGTH``: L = min(v, bound) (lengths are unsigned); with e the pass coordinate along ``axis``,
-      c = L - 1 - e where e < L, else e.
+    * ``INDEX_POSITION``: c = v; with a signed index type a negative v counts
+      from the end (``v + bound``). Outside ``[0, bound)`` after that:
+      ``INDEX_CLAMP`` clamps to ``[0, bound - 1]``, ``INDEX_SKIP`` drops the
+      element (a ``Gather`` never skips).
+    * ``INDEX_REVERSE_LENGTH``: L = min(v, bound) (lengths are unsigned); with
+      e the pass coordinate along ``axis``, c = L - 1 - e where e < L, else e.
 
-    Values are compared exactly whatever their type (no wrap-around of huge unsigned values), so no index value can
-    move an access outside ``[0, bound)``."""
+    Values are compared exactly whatever their type (no wrap-around of huge
+    unsigned values), so no index value can move an access outside
+    ``[0, bound)``."""
     index: int
     index_offset: int
     index_strides: tuple[int, ...]     # signed, elements, one per pass dimension
@@ -321,8 +329,9 @@ class _IndexedPass(_Walk):
 
 @dataclasses.dataclass(frozen=True)
 class Gather(_IndexedPass):
-    """``dst[do + sum(d*ds)] = src[so + sum(d*ss) + sum_k c_k(d) * stride_k]`` over ``sizes``, each c_k an
-    ``IndexAxis`` of ``indices`` (``src_strides`` is 0 along the dimensions an index stands for). Same source and
+    """``dst[do + sum(d*ds)] = src[so + sum(d*ss) + sum_k c_k(d) * stride_k]``
+    over ``sizes``, each c_k an ``IndexAxis`` of ``indices`` (``src_strides``
+    is 0 along the dimensions an index stands for). Same source and
     destination type."""
     #: Where set, a position whose source element a later position (row-major order of ``sizes``) also reads gets 0:
     #: the adjoint of a last-write-wins scatter for its updates (a repeated index's overwritten updates get no
@@ -377,15 +386,16 @@ class Windows(_TunedPass):
 @stored_init
 @dataclasses.dataclass(frozen=True)
 class WindowSums(_TunedPass):
-    """FOLD's tuned pass, windowed sums (a gather: no atomics, one summation order): ``plan`` a ``FoldPlan``."""
+    """FOLD's tuned pass, windowed sums (a gather: no atomics, one summation
+    order): ``plan`` a ``FoldPlan``."""
     plan: FoldPlan
 
 
 @stored_init
 @dataclasses.dataclass(frozen=True)
 class SliceScatter(_TunedPass):
-    """SLICE_GRAD's one-write scatter: ``plan`` a ``ScatterPlan`` (every destination element written once, the source's
-    value or zero)."""
+    """SLICE_GRAD's one-write scatter: ``plan`` a ``ScatterPlan`` (every
+    destination element written once, the source's value or zero)."""
     plan: ScatterPlan
 
 
@@ -476,7 +486,8 @@ def _union(a, b):
 
 
 def _span(offset: int, sizes, strides) -> tuple[int, int]:
-    """Lowest and highest element index an index space of ``sizes`` with signed ``strides`` from ``offset`` touches."""
+    """Lowest and highest element index an index space of ``sizes`` with
+    signed ``strides`` from ``offset`` touches."""
     lo = offset + sum((s - 1) * t for s, t in zip(sizes, strides) if t < 0)
     hi = offset + sum((s - 1) * t for s, t in zip(sizes, strides) if t > 0)
     return lo, hi

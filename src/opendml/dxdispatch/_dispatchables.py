@@ -1,4 +1,5 @@
-"""A model's dispatchables (DirectML operators), their bindings and the commands, each checked before anything runs."""
+"""A model's dispatchables (DirectML operators), their bindings and the
+commands, each checked before anything runs."""
 from __future__ import annotations
 
 import dataclasses
@@ -42,9 +43,10 @@ _TENSOR_FIELDS = ("Type", "Desc", *TENSOR_FIELDS)
 
 
 def _tensor_json(obj, where: str) -> dict:
-    """A DML_TENSOR_DESC of a model in opendml's JSON form: the ``{"Type", "Desc"}`` wrapper unwrapped, Flags written as
-    one name or a list of names OR-ed together, TotalTensorSizeInBytes 0 meaning "computed" and an empty Strides
-    meaning packed (as DxDispatch reads them)."""
+    """A DML_TENSOR_DESC of a model in opendml's JSON form: the ``{"Type",
+    "Desc"}`` wrapper unwrapped, Flags written as one name or a list of names
+    OR-ed together, TotalTensorSizeInBytes 0 meaning "computed" and an empty
+    Strides meaning packed (as DxDispatch reads them)."""
     _check_keys(obj, _TENSOR_FIELDS, where)
     if "Type" in obj:
         t = obj["Type"]
@@ -81,10 +83,11 @@ def _tensor_json(obj, where: str) -> dict:
 
 
 def _desc_json(cls, desc, where: str) -> dict:
-    """A model's ``desc`` in opendml's JSON form (``jsonform``): every tensor field must be there; tensors are read as
-    DxDispatch reads them; FLOAT values may be "nan", "inf" or "-inf"; a scalar union typed FLOAT16 or FLOAT32 is
-    rounded as DxDispatch stores it (FLOAT16 through FLOAT32), and FLOAT16 may also be given as its bits, ``{"UInt16":
-    15360}``."""
+    """A model's ``desc`` in opendml's JSON form (``jsonform``): every tensor
+    field must be there; tensors are read as DxDispatch reads them; FLOAT
+    values may be "nan", "inf" or "-inf"; a scalar union typed FLOAT16 or
+    FLOAT32 is rounded as DxDispatch stores it (FLOAT16 through FLOAT32), and
+    FLOAT16 may also be given as its bits, ``{"UInt16": 15360}``."""
     if not isinstance(desc, dict):
         raise ModelError(f"{where}: must be an object; got {_type_name(desc)}")
     allowed = (*(s.json for s in cls.SLOTS), *cls.COUNTS, *(f.json for f in cls.FIELDS))
@@ -114,8 +117,9 @@ def _desc_json(cls, desc, where: str) -> dict:
 
 
 def _field_json(f, value, desc: dict):
-    """A field's value with DxDispatch's number conventions applied, by the field's kind (``opendml.ops``); shapes and
-    ranges are checked by ``jsonform`` and the operator."""
+    """A field's value with DxDispatch's number conventions applied, by the
+    field's kind (``opendml.ops``); shapes and ranges are checked by ``jsonform``
+    and the operator."""
     if isinstance(f, Float):
         return _float_word(value)
     if isinstance(f, Struct) and isinstance(value, dict):
@@ -208,8 +212,8 @@ _BINDING_FIELDS = ("name", "elementOffset", "elementCount", "elementSizeInBytes"
 
 
 def _binding(source, resources: dict, where: str) -> BufferBinding:
-    """One binding source (a resource name, or ``{"name", "elementOffset", "elementCount", "elementSizeInBytes"}``) as a
-    DML_BUFFER_BINDING."""
+    """One binding source (a resource name, or ``{"name", "elementOffset",
+    "elementCount", "elementSizeInBytes"}``) as a DML_BUFFER_BINDING."""
     if isinstance(source, str):
         source = {"name": source}
     if not isinstance(source, dict):
@@ -243,8 +247,8 @@ def _binding(source, resources: dict, where: str) -> BufferBinding:
 
 
 def _slot_bindings(d: _Dispatchable, bindings, resources: dict, where: str, *, init: bool) -> tuple[list, list]:
-    """(input bindings, output bindings) of a dispatch, in the operator's tensor order; at initialisation (``init``)
-    the OWNED_BY_DML inputs only."""
+    """(input bindings, output bindings) of a dispatch, in the operator's
+    tensor order; at initialisation (``init``) the OWNED_BY_DML inputs only."""
     if not isinstance(bindings, dict):
         raise ModelError(f"{where}: must be an object mapping tensor fields to resources; got {_type_name(bindings)}")
     names = [s.json for s in d.slots]

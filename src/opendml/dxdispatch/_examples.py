@@ -12,8 +12,8 @@ from ..jsonform import default_input, from_json, json_arrays, to_json
 
 
 def _json_number(v):
-    """A value as a model writes it: non-finite floats as DxDispatch's strings, integral floats as integers (``-0.0``
-    kept)."""
+    """A value as a model writes it: non-finite floats as DxDispatch's strings,
+    integral floats as integers (``-0.0`` kept)."""
     if isinstance(v, float):
         if not math.isfinite(v):
             return "nan" if math.isnan(v) else "inf" if v > 0 else "-inf"
@@ -36,8 +36,8 @@ def dumps(model: dict) -> str:
 
 
 def _example_names(desc) -> tuple[list[str], list[str]]:
-    """Resource names of an example's tensors: ``input``/``output`` where there is one, else ``input0``, ``input1``...
-    in the operator's tensor order."""
+    """Resource names of an example's tensors: ``input``/``output`` where there
+    is one, else ``input0``, ``input1``... in the operator's tensor order."""
     n_in, n_out = len(desc.inputs), len(desc.outputs)
     ins = ["input"] if n_in == 1 else [f"input{i}" for i in range(n_in)]
     outs = ["output"] if n_out == 1 else [f"output{i}" for i in range(n_out)]
@@ -45,8 +45,8 @@ def _example_names(desc) -> tuple[list[str], list[str]]:
 
 
 def _example_arrays(example: dict, key: str, desc, side: str) -> list:
-    """An example's ``key``/``key + "s"`` arrays (``jsonform.json_arrays``), or None for each ``side`` tensor where it
-    gives none."""
+    """An example's ``key``/``key + "s"`` arrays (``jsonform.json_arrays``),
+    or None for each ``side`` tensor where it gives none."""
     arrays = json_arrays(example, key, desc, side)
     return arrays if arrays is not None else [None] * len(desc.named_tensors(side))
 
@@ -96,8 +96,9 @@ def example_model(example: dict) -> dict:
 
 
 def example_outputs(example: dict, results: dict[str, np.ndarray]) -> list[tuple[str, np.ndarray, object]]:
-    """For each output tensor of an example run as a model (``example_model``): ``(resource name, its elements read
-    through the tensor, the documented array or None)``."""
+    """For each output tensor of an example run as a model (``example_model``):
+    ``(resource name, its elements read through the tensor, the documented
+    array or None)``."""
     desc = from_json(example)
     _, out_names = _example_names(desc)
     expected = _example_arrays(example, "ExpectedOutput", desc, "output")

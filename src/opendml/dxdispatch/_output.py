@@ -1,4 +1,5 @@
-"""What a model writes: ``print`` text, writeFile targets and every resource as ``.npy`` (``--output-dir``)."""
+"""What a model writes: ``print`` text, writeFile targets and every
+resource as ``.npy`` (``--output-dir``)."""
 from __future__ import annotations
 
 import contextlib
@@ -25,8 +26,8 @@ def _format_value(v, kind: str) -> str:
 
 
 def _display(text: str, out) -> str:
-    """``text`` as printed to ``out``: itself where the stream can write it and it holds no control characters, else
-    JSON-escaped."""
+    """``text`` as printed to ``out``: itself where the stream can write it
+    and it holds no control characters, else JSON-escaped."""
     try:
         if text.isprintable():
             text.encode(getattr(out, "encoding", None) or "utf-8")
@@ -45,8 +46,8 @@ READ_BYTES = 1 << 22
 
 
 def _resource_text(name: str, pieces, count: int, dtype: np.dtype, verbose: bool):
-    """A print command's text in pieces (strings), from ``pieces``: ``(first index, values)`` arrays covering the
-    ``count`` elements in order."""
+    """A print command's text in pieces (strings), from ``pieces``: ``(first
+    index, values)`` arrays covering the ``count`` elements in order."""
     kind = dtype.kind
     if not verbose:
         yield f"Resource '{name}': "
@@ -67,10 +68,11 @@ def _resource_text(name: str, pieces, count: int, dtype: np.dtype, verbose: bool
 
 
 def format_resource(name: str, values: np.ndarray, verbose: bool = False) -> str:
-    """A ``print`` command's text, as DxDispatch writes it: ``Resource 'NAME': 1, 2, 3`` (C++ stream formatting: floats
-    with 6 significant digits, ``%g``); verbose: one ``[index] value (0xBITS)`` line per element. INT8 and UINT8 print
-    as numbers (DxDispatch's stream prints them as characters). (A model's ``print`` writes the same text to its stream
-    piece by piece.)"""
+    """A ``print`` command's text, as DxDispatch writes it: ``Resource 'NAME': 1, 2, 3``
+    (C++ stream formatting: floats with 6 significant digits, ``%g``); verbose:
+    one ``[index] value (0xBITS)`` line per element. INT8 and UINT8 print as
+    numbers (DxDispatch's stream prints them as characters). (A model's
+    ``print`` writes the same text to its stream piece by piece.)"""
     values = np.asarray(values).reshape(-1)
     if values.dtype.kind not in "biuf":
         raise TypeError(f"format_resource: values must be an array of numbers; got {values.dtype} elements")
@@ -79,15 +81,16 @@ def format_resource(name: str, values: np.ndarray, verbose: bool = False) -> str
 
 
 def host_bytes(buffer) -> np.ndarray | None:
-    """A CPU buffer's bytes as a NumPy view of its own memory (no copy); None on other devices, whose bytes are read
-    with ``Buffer.read``."""
+    """A CPU buffer's bytes as a NumPy view of its own memory (no copy); None
+    on other devices, whose bytes are read with ``Buffer.read``."""
     storage = buffer._storage                # noqa: SLF001 - this package's own buffers
     return storage if isinstance(storage, np.ndarray) else None
 
 
 def buffer_pieces(buffer, nbytes: int, dtype: np.dtype, step_bytes: int = READ_BYTES):
-    """The first ``nbytes`` of ``buffer`` (a whole number of ``dtype`` elements) as ``(first index, elements)`` pieces
-    of at most ``step_bytes``: views of a CPU buffer's memory, else read piece by piece."""
+    """The first ``nbytes`` of ``buffer`` (a whole number of ``dtype``
+    elements) as ``(first index, elements)`` pieces of at most
+    ``step_bytes``: views of a CPU buffer's memory, else read piece by piece."""
     host = host_bytes(buffer)
     step = max(step_bytes // dtype.itemsize, 1) * dtype.itemsize
     for lo in range(0, nbytes, step):
@@ -97,8 +100,8 @@ def buffer_pieces(buffer, nbytes: int, dtype: np.dtype, step_bytes: int = READ_B
 
 
 def print_resource(r, out, verbose: bool) -> None:
-    """A print command: the resource's initial-value elements written to ``out`` piece by piece, as
-    ``format_resource`` formats them, then a newline."""
+    """A print command: the resource's initial-value elements written to
+    ``out`` piece by piece, as ``format_resource`` formats them, then a newline."""
     dtype = r.numpy_dtype
     count = r.initial_bytes // r.element_size
     pieces = buffer_pieces(r.buffer, count * dtype.itemsize, dtype, PRINT_ELEMENTS * dtype.itemsize)
@@ -108,8 +111,9 @@ def print_resource(r, out, verbose: bool) -> None:
 
 
 def resource_array(r) -> np.ndarray:
-    """The whole buffer as a 1-D array of the resource's type (trailing bytes short of one element dropped): a view of
-    a CPU buffer's memory (no copy), else one host copy."""
+    """The whole buffer as a 1-D array of the resource's type (trailing bytes
+    short of one element dropped): a view of a CPU buffer's memory (no copy),
+    else one host copy."""
     dt = r.numpy_dtype
     raw = host_bytes(r.buffer)
     if raw is None:
@@ -118,11 +122,13 @@ def resource_array(r) -> np.ndarray:
 
 
 class PendingWrites:
-    """The writeFile commands of a run: each resource's bytes are written when its command runs, piece by piece, to a
-    hidden temporary file beside its target (a snapshot that takes no memory); ``commit`` moves every one onto its
-    target once all commands have run; ``discard`` (on any failure) removes them and the folders made for them. A
-    target never holds a half-written file, and nothing is written to a target before every command has run. Missing
-    folders are made, as DxDispatch makes them."""
+    """The writeFile commands of a run: each resource's bytes are written
+    when its command runs, piece by piece, to a hidden temporary file beside
+    its target (a snapshot that takes no memory); ``commit`` moves every one
+    onto its target once all commands have run; ``discard`` (on any failure)
+    removes them and the folders made for them. A target never holds a
+    half-written file, and nothing is written to a target before every
+    command has run. Missing folders are made, as DxDispatch makes them."""
 
     def __init__(self):
         self.files: list[tuple[str, str, str]] = []      # (resource name, temporary file, target)
@@ -177,7 +183,8 @@ class PendingWrites:
 
 
 def _npy_header(f, dtype: np.dtype, shape: tuple) -> None:
-    """A .npy header (version 1.0, or 2.0 where the header needs it) for a C-order little-endian array."""
+    """A .npy header (version 1.0, or 2.0 where the header needs it) for a
+    C-order little-endian array."""
     header = {"descr": np.lib.format.dtype_to_descr(dtype.newbyteorder("<")), "fortran_order": False,
               "shape": shape}
     try:
@@ -202,9 +209,11 @@ def _file_name_problem(name: str) -> str | None:
 
 
 def check_output_dir(directory: str | os.PathLike, names) -> str:
-    """Check, before a model runs, that every resource can be written as ``DIRECTORY/NAME.npy``: the folder exists or
-    its parent does, the one that exists can be written (a temporary folder is made in it and removed), and every name
-    makes a file name. Returns the folder's absolute path."""
+    """Check, before a model runs, that every resource can be written as
+    ``DIRECTORY/NAME.npy``: the folder exists or its parent does, the one
+    that exists can be written (a temporary folder is made in it and
+    removed), and every name makes a file name. Returns the folder's
+    absolute path."""
     if not isinstance(directory, (str, os.PathLike)):
         raise TypeError(f"the output folder must be a str or os.PathLike; got {type(directory).__name__}")
     directory = os.path.abspath(os.fspath(directory))
@@ -226,8 +235,9 @@ def check_output_dir(directory: str | os.PathLike, names) -> str:
 
 
 def write_resources(results: dict[str, np.ndarray], directory: str | os.PathLike) -> list[str]:
-    """Write every array of ``results`` as ``DIRECTORY/NAME.npy``, all or none: the files are written into a temporary
-    folder first, then moved (a new ``DIRECTORY`` is the temporary folder renamed). Returns the paths."""
+    """Write every array of ``results`` as ``DIRECTORY/NAME.npy``, all or none:
+    the files are written into a temporary folder first, then moved (a new
+    ``DIRECTORY`` is the temporary folder renamed). Returns the paths."""
     if not isinstance(results, Mapping):
         raise TypeError(f"write_resources: results must be a mapping of names to arrays; got "
                         f"{type(results).__name__}")

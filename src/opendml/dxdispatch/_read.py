@@ -1,5 +1,5 @@
-"""Reading a DxDispatch model: its JSON text, the checks every part of it uses, and its values (numbers of a data
-type, as DxDispatch converts them)."""
+"""Reading a DxDispatch model: its JSON text, the checks every part of it
+uses, and its values (numbers of a data type, as DxDispatch converts them)."""
 from __future__ import annotations
 
 import json
@@ -22,8 +22,8 @@ _OTHER_DISPATCHABLES = {"hlsl": "HLSL compute shaders", "onnx": "ONNX models",
 
 
 class ModelError(ValidationError):
-    """A DxDispatch model is malformed: the message names the resource, dispatchable or command, the field and the
-    rule."""
+    """A DxDispatch model is malformed: the message names the resource,
+    dispatchable or command, the field and the rule."""
 
 
 def _short(v, limit: int = 60) -> str:
@@ -54,10 +54,12 @@ def _parse_float(text: str) -> float:
 
 
 def loads(text: str) -> dict:
-    """Parse a model's JSON text: malformed JSON, duplicate keys, integers too long to read, nesting deeper than
-    ``jsonform.MAX_DEPTH``, the literals ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON; a model writes ``"nan"``,
-    ``"inf"``, ``"-inf"``) and numbers too big for a double (``1e400``) are ``ModelError``s, as DxDispatch's parser
-    refuses them; ``text`` that is not ``str``, ``bytes`` or ``bytearray`` a ``TypeError``."""
+    """Parse a model's JSON text: malformed JSON, duplicate keys, integers too
+    long to read, nesting deeper than ``jsonform.MAX_DEPTH``, the literals
+    ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON; a model writes
+    ``"nan"``, ``"inf"``, ``"-inf"``) and numbers too big for a double
+    (``1e400``) are ``ModelError``s, as DxDispatch's parser refuses them;
+    ``text`` that is not ``str``, ``bytes`` or ``bytearray`` a ``TypeError``."""
     if not isinstance(text, (str, bytes, bytearray)):
         raise TypeError(f"dxdispatch.loads: text must be str, bytes or bytearray; got {type(text).__name__}")
     return parse_object(text, "a model", ModelError,
@@ -68,9 +70,10 @@ def loads(text: str) -> dict:
 
 def load(model, base_dir: str | os.PathLike | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
          ) -> tuple[dict, str]:
-    """``(model dict, base folder)`` of a path (the folder is the file's) or of an already parsed dict (the folder is
-    ``base_dir`` or the current one). A path must name a regular file of at most ``model_limit(max_bytes)`` bytes (a
-    device, a FIFO or a folder is refused before it is read)."""
+    """``(model dict, base folder)`` of a path (the folder is the file's) or of
+    an already parsed dict (the folder is ``base_dir`` or the current one).
+    A path must name a regular file of at most ``model_limit(max_bytes)``
+    bytes (a device, a FIFO or a folder is refused before it is read)."""
     if isinstance(model, Mapping):
         check_depth(model)
         return dict(model), os.path.abspath(base_dir if base_dir is not None else os.getcwd())
@@ -109,8 +112,8 @@ def _string(value, where: str) -> str:
 
 
 def _data_type(value, where: str, *, unknown_ok: bool) -> DataType:
-    """A DML_TENSOR_DATA_TYPE in full (``DML_TENSOR_DATA_TYPE_FLOAT32``) or abbreviated (``FLOAT32``); the names are
-    case-sensitive, as DxDispatch reads them."""
+    """A DML_TENSOR_DATA_TYPE in full (``DML_TENSOR_DATA_TYPE_FLOAT32``) or
+    abbreviated (``FLOAT32``); the names are case-sensitive, as DxDispatch reads them."""
     if not isinstance(value, str):
         raise ModelError(f"{where}: must be a string such as \"FLOAT32\"; got {_short(value)}")
     name = value.removeprefix("DML_TENSOR_DATA_TYPE_")
@@ -147,8 +150,9 @@ def _to_float(value, where: str) -> float:
 
 def _float_values(floats: np.ndarray, dt: DataType, where: str, indexed: bool = False, start: int = 0
                   ) -> np.ndarray:
-    """float64 values converted as DxDispatch converts them (FLOAT16 through float32, as ``half(float(double))``); a
-    finite value that overflows to infinity is refused."""
+    """float64 values converted as DxDispatch converts them (FLOAT16 through
+    float32, as ``half(float(double))``); a finite value that overflows to
+    infinity is refused."""
     with np.errstate(over="ignore", invalid="ignore"):
         if dt == DataType.FLOAT64:
             out = floats
@@ -176,16 +180,16 @@ def _int_value(value, dt: DataType, where: str) -> int:
 
 
 def _scalar(value, dt: DataType, where: str) -> np.ndarray:
-    """One JSON value as a 0-d array of ``dt``, by DxDispatch's rules: floats take numbers and "nan"/"inf"/"-inf";
-    integers take JSON integers in range."""
+    """One JSON value as a 0-d array of ``dt``, by DxDispatch's rules: floats
+    take numbers and "nan"/"inf"/"-inf"; integers take JSON integers in range."""
     if dt.numpy_dtype.kind == "f":
         return _float_values(np.array([_to_float(value, where)]), dt, where)[0:1].reshape(())
     return np.array(_int_value(value, dt, where), dtype=dt.numpy_dtype)
 
 
 def _array_values(values: list, dt: DataType, where: str, start: int = 0) -> np.ndarray:
-    """``values`` (entries ``start``, ``start + 1``... of a model's list, as messages number them) as an array of
-    ``dt``."""
+    """``values`` (entries ``start``, ``start + 1``... of a model's list, as
+    messages number them) as an array of ``dt``."""
     npdt = dt.numpy_dtype
     if npdt.kind == "f":
         floats = np.array([_to_float(v, f"{where}[{i}]") for i, v in enumerate(values, start)], dtype=np.float64)

@@ -42,8 +42,9 @@ class _Resource:
 
 
 class _Budget:
-    """Bytes the model's buffers may take (``max_bytes`` in all). Initial values are checked against what is left
-    before they are read (they are written into their buffer piece by piece), buffers are taken from it."""
+    """Bytes the model's buffers may take (``max_bytes`` in all). Initial
+    values are checked against what is left before they are read (they are
+    written into their buffer piece by piece), buffers are taken from it."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes, self.used = max_bytes, 0
@@ -77,8 +78,9 @@ class _Target:
         self.buffer.write(data.reshape(-1).view(np.uint8), offset=self.base + offset)
 
     def elements(self, dtype: np.dtype, count: int):
-        """The initial values' bytes as a writable 1-D array of ``count`` elements of ``dtype``, in the buffer's own
-        memory (a NumPy array on the CPU, a CuPy one on a GPU)."""
+        """The initial values' bytes as a writable 1-D array of ``count``
+        elements of ``dtype``, in the buffer's own memory (a NumPy array on
+        the CPU, a CuPy one on a GPU)."""
         storage = self.buffer._storage       # noqa: SLF001 - this package's own buffers
         return storage[self.base:self.base + count * dtype.itemsize].view(dtype)
 
@@ -151,10 +153,12 @@ def _initial_values(name: str, obj: dict, dt: DataType | None, folder: str, budg
 
 
 def _sequence(start, delta, count: int, dt: DataType, where: str):
-    """``valueStart, valueStart + valueDelta, ...`` accumulated in the type as DxDispatch does (``value +=
-    valueDelta``, rounded to the type at every step for floats); an integer sequence leaving its type is refused
-    (before anything is made). Returns a function giving ``(first index, values)`` pieces of at most CHUNK_BYTES, each
-    carried on from the last value of the one before (the same values as one accumulation over the whole)."""
+    """``valueStart, valueStart + valueDelta, ...`` accumulated in the type as
+    DxDispatch does (``value += valueDelta``, rounded to the type at every
+    step for floats); an integer sequence leaving its type is refused (before
+    anything is made). Returns a function giving ``(first index, values)``
+    pieces of at most CHUNK_BYTES, each carried on from the last value of the
+    one before (the same values as one accumulation over the whole)."""
     npdt = dt.numpy_dtype
     first, step = _scalar(start, dt, f"{where}.valueStart"), _scalar(delta, dt, f"{where}.valueDelta")
     if npdt.kind == "f":
@@ -194,8 +198,9 @@ def _sequence(start, delta, count: int, dt: DataType, where: str):
 
 
 def _mixed_values(items: list, where: str, budget: _Budget) -> np.ndarray:
-    """A list initialiser (initialValuesDataType UNKNOWN): ``{"type", "value", "name"}`` objects packed one after the
-    other without padding (at most 8 bytes each, made from an object of the model's text: bounded by it)."""
+    """A list initialiser (initialValuesDataType UNKNOWN): ``{"type", "value",
+    "name"}`` objects packed one after the other without padding (at most 8
+    bytes each, made from an object of the model's text: bounded by it)."""
     budget.check(8 * len(items), where, "initialValues")
     parts = []
     for i, item in enumerate(items):
@@ -251,8 +256,9 @@ def _file_values(source, dt: DataType | None, where: str, folder: str, budget: _
 
 @contextlib.contextmanager
 def _reading(path: str, where: str, source):
-    """``path`` opened to read, if it is a regular file (``jsonform.open_checked``: a FIFO without a writer cannot hold
-    it up); its open and read errors ``ModelError``s naming the field."""
+    """``path`` opened to read, if it is a regular file (``jsonform.open_checked``:
+    a FIFO without a writer cannot hold it up); its open and read errors
+    ``ModelError``s naming the field."""
     def fail(reason, detail):
         raise ModelError(f"{where}: cannot read {_short(source)}: {detail}" if reason == "open" else
                          f"{where}: {_short(source)} is not a regular file") from None
@@ -271,8 +277,8 @@ def _read_exactly(f, n: int, w: str) -> bytes:
 
 
 def _copy_bytes(f, count: int, dtype: np.dtype, native: np.dtype | None, target: _Target, at: int, w: str) -> None:
-    """``count`` elements of ``dtype`` read from ``f`` to byte ``at`` of the target, converted to ``native`` (byte
-    order) where given, in pieces."""
+    """``count`` elements of ``dtype`` read from ``f`` to byte ``at`` of the
+    target, converted to ``native`` (byte order) where given, in pieces."""
     for lo, hi in _pieces(count, dtype.itemsize):
         piece = np.frombuffer(_read_exactly(f, (hi - lo) * dtype.itemsize, w), dtype=dtype)
         if native is not None and native != dtype:
@@ -281,8 +287,9 @@ def _copy_bytes(f, count: int, dtype: np.dtype, native: np.dtype | None, target:
 
 
 def _npy_header(f, size: int, dt: DataType | None, w: str, budget: _Budget):
-    """A .npy file's header checked: ``(bytes of data, DataType, (numpy dtype as stored, native dtype, shape, fortran
-    order, data offset))``. A header cut short or malformed is a ``ModelError``."""
+    """A .npy file's header checked: ``(bytes of data, DataType, (numpy dtype
+    as stored, native dtype, shape, fortran order, data offset))``. A header
+    cut short or malformed is a ``ModelError``."""
     try:
         shape, fortran, dtype = npy_header(f, ((1, 0), (2, 0), (3, 0)))
     except NpyError as e:
@@ -310,8 +317,9 @@ def _npy_header(f, size: int, dt: DataType | None, w: str, budget: _Budget):
 
 
 def _fill_npy(path: str, header, target: _Target, w: str) -> None:
-    """A .npy file's data into the target in pieces: C order as it lies; a Fortran-order array in blocks contiguous in
-    the file, each written through the transposed view of the target's elements."""
+    """A .npy file's data into the target in pieces: C order as it lies; a
+    Fortran-order array in blocks contiguous in the file, each written
+    through the transposed view of the target's elements."""
     dtype, out, shape, fortran, start = header
     stored = dtype if dtype != _NPY_BOOL else np.dtype(np.uint8)
     with _reading(path, w, path) as f:

@@ -1,7 +1,7 @@
 """Strict coercion of user values to Python ints, with errors that name the field.
 
-Every number in a description passes through here, so floats, bools, strings and objects of the wrong kind are
-refused in one place with one message style.
+Every number in a description passes through here, so floats, bools, strings
+and objects of the wrong kind are refused in one place with one message style.
 """
 from __future__ import annotations
 
@@ -88,8 +88,8 @@ def _short(value) -> str:
 
 
 def json_text(value) -> str:
-    """``value`` as JSON writes it, for a message; ``_short``'s repr where JSON has no form for it (a NumPy number, a
-    set, a list holding itself...)."""
+    """``value`` as JSON writes it, for a message; ``_short``'s repr where JSON
+    has no form for it (a NumPy number, a set, a list holding itself...)."""
     try:
         return json.dumps(value)
     except (TypeError, ValueError, RecursionError):

@@ -1,7 +1,7 @@
 """DML_BUFFER_TENSOR_DESC: sizes and element strides over a byte buffer.
 
-A ``TensorDesc`` checks on construction every rule that does not depend on a feature level; ``opendml.ops`` adds the
-per-level tables.
+A ``TensorDesc`` checks on construction every rule that does not depend on a
+feature level; ``opendml.ops`` adds the per-level tables.
 """
 from __future__ import annotations
 
@@ -23,17 +23,20 @@ _MAX_SPAN = (UINT64_MAX - 3) // 8
 
 
 class TensorFlags(enum.IntFlag):
-    """``DML_TENSOR_FLAGS``: ``NONE``, or ``OWNED_BY_DML`` for an input whose data is bound once, at initialization
-    (``Device.initialize_operator``), instead of at every execution."""
+    """``DML_TENSOR_FLAGS``: ``NONE``, or ``OWNED_BY_DML`` for an input whose
+    data is bound once, at initialization (``Device.initialize_operator``),
+    instead of at every execution."""
 
     NONE = 0
     OWNED_BY_DML = 1
 
 
 def packed_strides(sizes: Sequence[int]) -> tuple[int, ...]:
-    """Packed row-major strides (last dimension fastest), in elements: ``strides[i] == prod(sizes[i + 1:])``; ``(15,
-    15, 5, 1)`` for ``[1, 1, 3, 5]``. ``ValidationError`` if ``sizes`` breaks a rule of ``TensorDesc``'s sizes (1 to 8
-    integers, each in [1, 2**32 - 1], at most 2**32 - 1 elements)."""
+    """Packed row-major strides (last dimension fastest), in elements:
+    ``strides[i] == prod(sizes[i + 1:])``; ``(15, 15, 5, 1)`` for ``[1, 1, 3,
+    5]``. ``ValidationError`` if ``sizes`` breaks a rule of ``TensorDesc``'s
+    sizes (1 to 8 integers, each in [1, 2**32 - 1], at most 2**32 - 1
+    elements)."""
     return _packed_strides(check_sizes_strides(sizes, None, where="packed_strides")[0])
 
 
@@ -48,9 +51,11 @@ def _packed_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def nhwc_strides(sizes: Sequence[int]) -> tuple[int, ...]:
-    """Packed channels-last (NHWC / NDHWC) strides for sizes given in NCHW or NCDHW order, as DirectML describes such
-    data: ``{H*W*C, 1, W*C, C}`` for ``{N, C, H, W}`` (and ``{D*H*W*C, 1, H*W*C, W*C, C}`` for ``{N, C, D, H, W}``).
-    ``ValidationError`` if ``sizes`` has neither 4 nor 5 entries, or breaks a rule of ``TensorDesc``'s sizes."""
+    """Packed channels-last (NHWC / NDHWC) strides for sizes given in NCHW or
+    NCDHW order, as DirectML describes such data: ``{H*W*C, 1, W*C, C}`` for
+    ``{N, C, H, W}`` (and ``{D*H*W*C, 1, H*W*C, W*C, C}`` for ``{N, C, D, H,
+    W}``). ``ValidationError`` if ``sizes`` has neither 4 nor 5 entries, or
+    breaks a rule of ``TensorDesc``'s sizes."""
     sizes = check_sizes_strides(sizes, None, where="nhwc_strides")[0]
     if len(sizes) not in (4, 5):
         raise ValidationError(f"nhwc_strides: sizes must have 4 (NCHW) or 5 (NCDHW) entries; got {len(sizes)}")
@@ -68,9 +73,10 @@ def round_up_4(nbytes: int) -> int:
 
 
 def check_sizes_strides(sizes, strides, *, where: str):
-    """Sizes and strides checked by every rule of DML_BUFFER_TENSOR_DESC that does not depend on a feature level: 1 to
-    8 dimensions, sizes in [1, UINT32_MAX], at most UINT32_MAX elements, strides (one per dimension) in [0,
-    UINT32_MAX]. Returns them as tuples of ints (strides may be None)."""
+    """Sizes and strides checked by every rule of DML_BUFFER_TENSOR_DESC that
+    does not depend on a feature level: 1 to 8 dimensions, sizes in [1,
+    UINT32_MAX], at most UINT32_MAX elements, strides (one per dimension) in
+    [0, UINT32_MAX]. Returns them as tuples of ints (strides may be None)."""
     sizes = as_int_tuple(sizes, "Sizes", where=where)
     if not 1 <= len(sizes) <= MAX_RANK:
         raise ValidationError(f"{where}: DimensionCount must be in [1, {MAX_RANK}]; got {len(sizes)}")
@@ -90,8 +96,9 @@ def check_sizes_strides(sizes, strides, *, where: str):
 
 
 def _span(sizes: tuple, strides: tuple) -> int:
-    """``sum((sizes[i] - 1) * strides[i]) + 1`` when ``strides`` holds one plain int in [0, UINT32_MAX] per size
-    (sizes already checked) and the byte size fits in 64 bits for any element size; else 0."""
+    """``sum((sizes[i] - 1) * strides[i]) + 1`` when ``strides`` holds one plain
+    int in [0, UINT32_MAX] per size (sizes already checked) and
+    the byte size fits in 64 bits for any element size; else 0."""
     if len(strides) != len(sizes):
         return 0
     span = 1
@@ -124,13 +131,14 @@ def calc_buffer_tensor_size(data_type: "DataType | str | int", sizes: Sequence[i
     sizes : sequence of int
         1 to 8 sizes, each in [1, 2**32 - 1], at most 2**32 - 1 elements.
     strides : sequence of int, optional
-        One per dimension, each in [0, 2**32 - 1], in elements; None (the default) means packed.
+        One per dimension, each in [0, 2**32 - 1], in elements; None (the
+        default) means packed.
 
     Raises
     ------
     ValidationError
-        If an argument breaks one of the rules above (as ``TensorDesc`` checks them) or the size does not fit in 64
-        bits.
+        If an argument breaks one of the rules above (as ``TensorDesc``
+        checks them) or the size does not fit in 64 bits.
     """
     return _checked_size(data_type, sizes, strides, "calc_buffer_tensor_size")[3]
 
@@ -152,10 +160,12 @@ def _checked_size(data_type, sizes, strides, w: str) -> tuple:
 class TensorDesc:
     """A DirectML buffer tensor description (``DML_BUFFER_TENSOR_DESC``).
 
-    Sizes and strides count elements, never bytes, and are given in the logical order (NCHW for images) whatever the
-    memory layout. Every rule that does not depend on a feature level is checked on construction; the values are
-    stored normalised (a ``DataType``, tuples of ints, the total size filled in). Descriptions are frozen and may be
-    shared between threads.
+    Sizes and strides count elements, never bytes, and are given in the
+    logical order (NCHW for images) whatever the memory layout. Every rule
+    that does not depend on a feature level is checked on construction;
+    the values are stored normalised (a ``DataType``, tuples of ints, the
+    total size filled in). Descriptions are frozen and may be shared between
+    threads.
 
     Parameters
     ----------
@@ -164,20 +174,22 @@ class TensorDesc:
     sizes : sequence of int
         1 to 8 sizes, each in [1, 2**32 - 1], at most 2**32 - 1 elements.
     strides : sequence of int, optional
-        One per dimension, each in [0, 2**32 - 1]: 0 broadcasts, a stride larger than the packed one pads. None (the
-        default): packed.
+        One per dimension, each in [0, 2**32 - 1]: 0 broadcasts, a stride
+        larger than the packed one pads. None (the default): packed.
     total_tensor_size_in_bytes : int, optional
-        At least ``calc_buffer_tensor_size(data_type, sizes, strides)`` (the default) and at most 2**64 - 1.
+        At least ``calc_buffer_tensor_size(data_type, sizes, strides)`` (the
+        default) and at most 2**64 - 1.
     guaranteed_base_offset_alignment : int, default 0
-        0 (no promise) or a power of two at least the element size; a binding's offset must be a multiple of it (and
-        of 16).
+        0 (no promise) or a power of two at least the element size; a
+        binding's offset must be a multiple of it (and of 16).
     flags : TensorFlags, default TensorFlags.NONE
         ``NONE`` or ``OWNED_BY_DML``.
 
     Raises
     ------
     ValidationError
-        If a field breaks its rule; the message names the field and the values.
+        If a field breaks its rule; the message names the field and the
+        values.
     """
 
     data_type: DataType
@@ -252,8 +264,9 @@ class TensorDesc:
 
     @classmethod
     def nhwc(cls, data_type, sizes, **kw) -> "TensorDesc":
-        """A description of packed channels-last data, for 4 or 5 sizes in NCHW or NCDHW order (strides from
-        ``nhwc_strides``; ``kw``: the other ``TensorDesc`` fields); ``ValidationError`` as ``nhwc_strides`` and
+        """A description of packed channels-last data, for 4 or 5 sizes in NCHW
+        or NCDHW order (strides from ``nhwc_strides``; ``kw``: the other
+        ``TensorDesc`` fields); ``ValidationError`` as ``nhwc_strides`` and
         ``TensorDesc`` raise it."""
         return cls(data_type, sizes, nhwc_strides(sizes), **kw)
 

@@ -41,12 +41,16 @@ class SupportRow:
 
 def support(ranks: dict, first: frozenset | None = None, wide: str = "4_1", types: dict | None = None,
             **slots: dict) -> tuple[SupportRow, ...]:
-    """An operator's ``SUPPORT``: its page's tables, written as the steps each fact takes. Each argument maps a feature
-    level (``"3_1"``) to the value from that level on. ``ranks``: the tensors' ranks (``4``, or ``(1, 8)`` for 1 to 8);
-    its first level is the operator's first table (its ``INTRODUCED``). ``types``: the element types; by default the
-    family's progression: ``first`` at the first level where given, the eight 8- to 32-bit types (``TYPES_2_1``) from
-    2_1, all 11 (``TYPES_4_1``) from ``wide``. ``slots``: tensors with types of their own, by DirectML name
-    (``IndicesTensor={"1_0": ..., "3_0": ...}``). A row stands at each level where something changes."""
+    """An operator's ``SUPPORT``: its page's tables, written as the steps each
+    fact takes. Each argument maps a feature level (``"3_1"``) to the value
+    from that level on. ``ranks``: the tensors' ranks (``4``, or ``(1, 8)``
+    for 1 to 8); its first level is the operator's first table (its
+    ``INTRODUCED``). ``types``: the element types; by default the family's
+    progression: ``first`` at the first level where given, the eight 8- to
+    32-bit types (``TYPES_2_1``) from 2_1, all 11 (``TYPES_4_1``) from
+    ``wide``. ``slots``: tensors with types of their own, by DirectML name
+    (``IndicesTensor={"1_0": ..., "3_0": ...}``). A row stands at each level
+    where something changes."""
     def steps(table: dict) -> list:
         return sorted(((FeatureLevel.parse(k), v) for k, v in table.items()), key=lambda kv: kv[0])
 
@@ -73,8 +77,8 @@ def support(ranks: dict, first: frozenset | None = None, wide: str = "4_1", type
 
 
 def plain_ints(values, n: int | None) -> tuple | None:
-    """``values`` as a tuple when it is a list or tuple of ``n`` (None: at most 64) plain ints, else None: the fast
-    paths' common case of a field."""
+    """``values`` as a tuple when it is a list or tuple of ``n`` (None: at most
+    64) plain ints, else None: the fast paths' common case of a field."""
     kind = type(values)
     if kind is tuple:
         t = values
@@ -120,38 +124,52 @@ def _first_of(slot: Tensor):
 
 
 class OperatorDesc:
-    """Base of the operator descriptions. Subclasses are frozen dataclasses that check every level-independent rule on
-    construction, declare the class attributes below and ``_passes(layouts)``, the passes of their move program, which
-    ``lower`` frames into the one plan type (``plan.MovePlan``) for every operator.
+    """Base of the operator descriptions. Subclasses are frozen dataclasses
+    that check every level-independent rule on construction, declare the
+    class attributes below and ``_passes(layouts)``, the passes of their move
+    program, which ``lower`` frames into the one plan type
+    (``plan.MovePlan``) for every operator.
 
     Attributes
     ----------
     OPERATOR : str
         DirectML's operator name without ``DML_OPERATOR_`` (``"SLICE1"``).
     TYPE_VALUE : int
-        Its ``DML_OPERATOR_TYPE`` value (derived: its index in ``_spec.OPERATOR_TYPES``).
+        Its ``DML_OPERATOR_TYPE`` value (derived: its index in
+        ``_spec.OPERATOR_TYPES``).
     INTRODUCED : FeatureLevel
-        The feature level that introduced the operator (``SUPPORT``'s first row's level).
+        The feature level that introduced the operator (``SUPPORT``'s first
+        row's level).
     SUPPORT : tuple of SupportRow
-        The page's tensor-support tables, one row per feature level (written with ``support``).
+        The page's tensor-support tables, one row per feature level (written
+        with ``support``).
     SLOTS : tuple of _spec.Tensor
-        The tensor slots in the struct's order. An operator of single tensors, one output last, may instead give
-        ``TENSORS`` and ``OUTPUT_DERIVABLE``, from which ``SLOTS`` is derived (and they from ``SLOTS`` otherwise).
+        The tensor slots in the struct's order. An operator of single
+        tensors, one output last, may instead give ``TENSORS`` and
+        ``OUTPUT_DERIVABLE``, from which ``SLOTS`` is derived (and they from
+        ``SLOTS`` otherwise).
     TENSORS : tuple of str
-        The DirectML names of the tensor slots; by default read from the dataclass fields named ``*_tensor``
-        (``input_tensor`` is ``InputTensor``).
+        The DirectML names of the tensor slots; by default read from the
+        dataclass fields named ``*_tensor`` (``input_tensor`` is
+        ``InputTensor``).
     FIELDS : tuple
-        The other fields (``_spec`` kinds: ``Field``/``IntArray``, ``UInt``, ``Int``, ``Float``, ``Bool``, ``Enum``,
-        ``ScalarUnion``, ``Struct``) in the struct's order.
+        The other fields (``_spec`` kinds: ``Field``/``IntArray``, ``UInt``,
+        ``Int``, ``Float``, ``Bool``, ``Enum``, ``ScalarUnion``, ``Struct``)
+        in the struct's order.
     COUNTS : dict[str, str]
-        DirectML's count fields (``DimensionCount``, ``InputCount``, ``RepeatsCount``...) mapped to the JSON name of the
-        array each counts; by default ``DimensionCount`` counts the first integer-array field.
+        DirectML's count fields (``DimensionCount``, ``InputCount``,
+        ``RepeatsCount``...) mapped to the JSON name of the array each
+        counts; by default ``DimensionCount`` counts the first integer-array
+        field.
     OUTPUT_DERIVABLE : bool
-        Whether every output slot is optional (derived from the inputs when None is given).
+        Whether every output slot is optional (derived from the inputs when
+        None is given).
     DEFAULT_INPUT_START : int
-        The first value of the pages' example inputs (1 by default: 1, 2, ...; or 0, 1, ...).
+        The first value of the pages' example inputs (1 by default: 1, 2,
+        ...; or 0, 1, ...).
     inputs : tuple of TensorDesc
-        Every input tensor, in slot order (a ``many`` slot spread out); ``input_tensor`` is the first.
+        Every input tensor, in slot order (a ``many`` slot spread out);
+        ``input_tensor`` is the first.
     outputs : tuple of TensorDesc
         Every output tensor, in slot order; ``output_tensor`` is the first.
     """
@@ -242,7 +260,8 @@ class OperatorDesc:
         return t
 
     def _check_bounds(self, field: str, index: int | None, value: int, lo: int, hi: int, why: str = "") -> None:
-        """``lo <= value <= hi`` for entry ``index`` of a field (None: the field itself), in the one message form."""
+        """``lo <= value <= hi`` for entry ``index`` of a field (None: the
+        field itself), in the one message form."""
         if not lo <= value <= hi:
             at = "" if index is None else f"[{index}]"
             raise self._err(f"{field}{at} must be in [{lo}, {hi}]{why}; got {value}")
@@ -316,10 +335,12 @@ class OperatorDesc:
         return v
 
     def _derive_output(self, sizes, rule: str | None = None) -> None:
-        """An output left None becomes a packed one of ``sizes`` and the input's DataType (sizes out of DirectML's
-        range, a size or an element count above UINT32, are an error naming the operator and, given ``rule``, where they
-        come from); then every slot's checks (``_check_tensors``) and, given ``rule`` (where ``sizes`` come from, in
-        words), ``OutputTensor.Sizes == sizes``."""
+        """An output left None becomes a packed one of ``sizes`` and the
+        input's DataType (sizes out of DirectML's range, a size or an element
+        count above UINT32, are an error naming the operator and, given
+        ``rule``, where they come from); then every slot's checks
+        (``_check_tensors``) and, given ``rule`` (where ``sizes`` come from,
+        in words), ``OutputTensor.Sizes == sizes``."""
         if self.output_tensor is None:
             try:
                 self._set("output_tensor", TensorDesc(self.input_tensor.data_type, sizes))
@@ -331,8 +352,8 @@ class OperatorDesc:
             self._check_sizes("OutputTensor", self.output_tensor, sizes, rule)
 
     def _enum(self, attr: str, field: str, enum) -> None:
-        """An enum field given as a member, its value or its name (short or DirectML's, any case), stored as the
-        member."""
+        """An enum field given as a member, its value or its name (short or
+        DirectML's, any case), stored as the member."""
         v = getattr(self, attr)
         try:
             self._set(attr, enum(v) if not isinstance(v, str) else enum[v.upper().removeprefix(ENUM_PREFIXES[enum])])
@@ -355,8 +376,8 @@ class OperatorDesc:
         return v
 
     def _check_axis_parts(self, many: str, parts, whole_name: str, whole) -> int:
-        """JOIN's and SPLIT's ``Axis`` (checked against ``whole``) and their ``parts`` (the ``many`` slot), each of
-        ``whole``'s sizes but along Axis."""
+        """JOIN's and SPLIT's ``Axis`` (checked against ``whole``) and their
+        ``parts`` (the ``many`` slot), each of ``whole``'s sizes but along Axis."""
         axis = self._int("axis", "Axis")
         self._check_bounds("Axis", None, axis, 0, whole.rank - 1, f" ({whole_name}.DimensionCount - 1)")
         for i, t in enumerate(parts):
@@ -382,10 +403,12 @@ class OperatorDesc:
         return f
 
     def _typed_scalar(self, type_attr: str, type_field: str, value_attr: str, value_field: str) -> None:
-        """A ``DML_SCALAR_UNION`` field typed by a ``DML_TENSOR_DATA_TYPE`` field that must equal
-        ``OutputTensor.DataType`` (PADDING1's ``PaddingValue``, DIAGONAL_MATRIX1's ``Value``): an integer value in its
-        type's range, a float one not overflowing its type (a finite value becoming infinity); both stored checked.
-        FLOAT16 has no member of the union: its value is a number rounded to float16 by the kernels."""
+        """A ``DML_SCALAR_UNION`` field typed by a ``DML_TENSOR_DATA_TYPE``
+        field that must equal ``OutputTensor.DataType`` (PADDING1's
+        ``PaddingValue``, DIAGONAL_MATRIX1's ``Value``): an integer value in
+        its type's range, a float one not overflowing its type (a finite value
+        becoming infinity); both stored checked. FLOAT16 has no member of the
+        union: its value is a number rounded to float16 by the kernels."""
         out = self.output_tensor
         try:
             dt = DataType.parse(getattr(self, type_attr))
@@ -414,9 +437,11 @@ class OperatorDesc:
 
     def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0, *,
               in_layouts: Sequence | None = None) -> MovePlan:
-        """The move program (``plan.MovePlan``), every operator's one plan type. ``in_strides``/``in_offset`` (the first
-        input) or ``in_layouts`` (one ``(strides, origin)`` or None per input): the inputs' signed element strides and
-        origins where the array API passes arrays' layouts; None uses each description's own strides."""
+        """The move program (``plan.MovePlan``), every operator's one plan
+        type. ``in_strides``/``in_offset`` (the first input) or ``in_layouts``
+        (one ``(strides, origin)`` or None per input): the inputs' signed
+        element strides and origins where the array API passes arrays'
+        layouts; None uses each description's own strides."""
         inputs, outputs = self._slot_tensors("input"), self._slot_tensors("output")
         if in_layouts is None:
             in_layouts = ((in_strides, in_offset),) + (None,) * (len(inputs) - 1)
@@ -444,9 +469,10 @@ class OperatorDesc:
         ValidationError
             If ``feature_level`` is not a known feature level.
         UnsupportedError
-            If the operator was introduced after ``feature_level``, a tensor's rank or data type is not in the support
-            table at that level, or an operator's own level-dependent rule (such as a padding mode introduced later) is
-            not met.
+            If the operator was introduced after ``feature_level``, a
+            tensor's rank or data type is not in the support table at that
+            level, or an operator's own level-dependent rule (such as a
+            padding mode introduced later) is not met.
         """
         level = FeatureLevel.parse(feature_level)
         if level < self.INTRODUCED:
@@ -473,7 +499,8 @@ class OperatorDesc:
         return self
 
     def _validate_level(self, level: FeatureLevel) -> None:
-        """An operator's rules that depend on the feature level beyond its support table (none by default)."""
+        """An operator's rules that depend on the feature level beyond its
+        support table (none by default)."""
 
     @property
     def output_sizes(self) -> tuple[tuple[int, ...], ...]:

@@ -1,13 +1,17 @@
-"""What the index-driven operators share (GATHER, GATHER_ELEMENTS, GATHER_ND, GATHER_ND1, SCATTER_ELEMENTS, SCATTER_ND,
-ONE_HOT, REVERSE_SUBSEQUENCES): their index types per feature level, their support tables as data, the checks every
-page repeats (an index tensor of an integer type, tensors of one DimensionCount, leading dimensions that "are ignored"
-being 1), and the lowering helpers to the move program's indexed passes (``plan.Gather``, ``plan.Scatter``,
-``plan.IndexAxis``).
+"""What the index-driven operators share (GATHER, GATHER_ELEMENTS, GATHER_ND,
+GATHER_ND1, SCATTER_ELEMENTS, SCATTER_ND, ONE_HOT, REVERSE_SUBSEQUENCES):
+their index types per feature level, their support tables as data, the
+checks every page repeats (an index tensor of an integer type, tensors of
+one DimensionCount, leading dimensions that "are ignored" being 1), and
+the lowering helpers to the move program's indexed passes (``plan.Gather``,
+``plan.Scatter``, ``plan.IndexAxis``).
 
-A description holds no data, so index values are never checked here; the passes make every value safe
-(``plan.IndexAxis``): the gathers and scatters clamp a coordinate into its dimension (GATHER's page's rule, applied to
-all), ONE_HOT skips an index outside ``[-depth, depth)``, REVERSE_SUBSEQUENCES clamps a length to the axis; repeated
-scatter indices: the last write in row-major order of the indices wins, on every backend
+A description holds no data, so index values are never checked here; the
+passes make every value safe (``plan.IndexAxis``): the gathers and scatters
+clamp a coordinate into its dimension (GATHER's page's rule, applied to
+all), ONE_HOT skips an index outside ``[-depth, depth)``,
+REVERSE_SUBSEQUENCES clamps a length to the axis; repeated scatter indices:
+the last write in row-major order of the indices wins, on every backend
 (docs/operators/index-family.md)."""
 from __future__ import annotations
 
@@ -28,14 +32,18 @@ INDEX_TYPES_1_0 = frozenset({T.UINT32})
 
 #: The index functions' shared parameter entries (NumPy style), for their bindings' docstrings.
 INDICES_DOC = """indices : integer array
-        {what} (int32, int64, uint32 or uint64; negative values of a signed type count from the end), of any
-        framework (moved to the data's)."""
+        {what} (int32, int64, uint32 or uint64; negative values of a
+        signed type count from the end), of any framework (moved to the
+        data's)."""
 CHECK_INDICES_DOC = """check_indices : bool, optional
-        Check every index first (default): the first one out of range raises ``ValidationError`` naming its value and
-        position. False skips the check (out-of-range indices are then clamped into the dimension). Indices traced by
-        ``jax.jit`` or compiled by ``torch.compile`` with fixed sizes (Inductor, ``aot_eager``) have no values while
-        traced: they are not checked, and are clamped as with False (with dynamic shapes the compiled graph runs the
-        function on each call's tensors, which checks them)."""
+        Check every index first (default): the first one out of range raises
+        ``ValidationError`` naming its value and position. False skips the
+        check (out-of-range indices are then clamped into the dimension).
+        Indices traced by ``jax.jit`` or compiled by ``torch.compile``
+        with fixed sizes (Inductor, ``aot_eager``) have no values while
+        traced: they are not checked, and are clamped as with False (with
+        dynamic shapes the compiled graph runs the function on each call's
+        tensors, which checks them)."""
 
 
 def dims(x) -> tuple[int, ...]:
@@ -70,16 +78,19 @@ def tuple_size(where: str, is_) -> int:
 
 
 def index_support(first: str, first_types: frozenset | None = None) -> tuple[SupportRow, ...]:
-    """The tables of the gathers, the scatters and ONE_HOT: from ``first`` (the page's oldest table) ``first_types`` in
-    4-D with UINT32 indices; 2_1 the eight 8/16/32-bit types; 3_0 1 to 8 dimensions and the four index types (so
-    negative indices, of the signed ones, from 3_0); 4_1 the 64-bit element types."""
+    """The tables of the gathers, the scatters and ONE_HOT: from ``first``
+    (the page's oldest table) ``first_types`` in 4-D with UINT32 indices;
+    2_1 the eight 8/16/32-bit types; 3_0 1 to 8 dimensions and the four index
+    types (so negative indices, of the signed ones, from 3_0); 4_1 the
+    64-bit element types."""
     return support({first: 4, "3_0": (1, 8)}, first=first_types,
                    IndicesTensor={"1_0": INDEX_TYPES_1_0, "3_0": INDEX_TYPES_3_0})
 
 
 class IndexOperatorDesc(MoveOperatorDesc):
-    """Base of the index-driven operators: ``INDEX_SLOT`` names the index tensor's field (``IndicesTensor``;
-    REVERSE_SUBSEQUENCES' ``SequenceLengthsTensor``), ``INDEX_ATTR`` its attribute."""
+    """Base of the index-driven operators: ``INDEX_SLOT`` names the index
+    tensor's field (``IndicesTensor``; REVERSE_SUBSEQUENCES'
+    ``SequenceLengthsTensor``), ``INDEX_ATTR`` its attribute."""
 
     INDEX_SLOT = "IndicesTensor"
     INDEX_ATTR = "indices_tensor"
@@ -91,27 +102,31 @@ class IndexOperatorDesc(MoveOperatorDesc):
 
     @property
     def ADJOINT_INPUTS(self) -> tuple[int, ...]:  # noqa: N802 - the ``_spec`` declaration's name
-        """The index tensor's input position: its values are what the adjoint reads (see ``_spec``)."""
+        """The index tensor's input position: its values are what the
+        adjoint reads (see ``_spec``)."""
         return (self._index_position(),)
 
     def _index_position(self) -> int:
         return [name for name, _ in self.named_tensors("input")].index(self.INDEX_SLOT)
 
     def chunking(self):
-        """Block-wise runs (Dask, see ``_spec``): every axis in one chunk (the result's axes are not the inputs' one for
-        one); the element-wise gathers and scatters need only ``Axis`` whole (``WholeAxis``)."""
+        """Block-wise runs (Dask, see ``_spec``): every axis in one chunk
+        (the result's axes are not the inputs' one for one); the
+        element-wise gathers and scatters need only ``Axis`` whole (``WholeAxis``)."""
         return {k: 0 for k in range(self.inputs[0].rank)}
 
     def adjoint(self, api, grad, indices):
-        """One array per input: the index-driven adjoint program (``IndexAdjointDesc``) for each data input, None for
-        the indices."""
+        """One array per input: the index-driven adjoint program
+        (``IndexAdjointDesc``) for each data input, None for the indices."""
         k = self._index_position()
         return tuple(None if j == k else api.index_adjoint(self, j, grad, indices)
                      for j in range(len(self.inputs)))
 
     def _check_tensors(self) -> None:
-        """Every slot a TensorDesc of one DimensionCount, outputs not OWNED_BY_DML (``_check_slot_tensors``); the index
-        tensor of an integer index type; every tensor of ``DATA_SLOTS`` (DirectML names) of the first one's DataType."""
+        """Every slot a TensorDesc of one DimensionCount, outputs not
+        OWNED_BY_DML (``_check_slot_tensors``); the index tensor of an integer
+        index type; every tensor of ``DATA_SLOTS`` (DirectML names) of the
+        first one's DataType."""
         self._check_slot_tensors(same_type=False)
         idx = getattr(self, self.INDEX_ATTR)
         if idx.data_type not in self.INDEX_ANY_LEVEL:
@@ -128,8 +143,9 @@ class IndexOperatorDesc(MoveOperatorDesc):
                                 f"got {t.data_type.name} != {first.data_type.name}")
 
     def _same_rank(self, name: str, tensor, inp: TensorDesc) -> TensorDesc:
-        """``tensor`` (the slot ``name``) is a TensorDesc of InputTensor's DimensionCount: every tensor of these
-        operators has the same DimensionCount (leading 1s pad the meaningful dimensions)."""
+        """``tensor`` (the slot ``name``) is a TensorDesc of InputTensor's
+        DimensionCount: every tensor of these operators has the same
+        DimensionCount (leading 1s pad the meaningful dimensions)."""
         if not isinstance(tensor, TensorDesc):
             raise self._err(f"{name} must be a TensorDesc; got {type(tensor).__name__}")
         if tensor.rank != inp.rank:
@@ -143,8 +159,8 @@ class IndexOperatorDesc(MoveOperatorDesc):
         return axis
 
     def _check_leading_ones(self, name: str, tensor: TensorDesc, meaningful: int, field: str) -> None:
-        """The dimensions before the last ``meaningful`` ones are 1 (the pages: "after ignoring any irrelevant leading
-        ones")."""
+        """The dimensions before the last ``meaningful`` ones are 1 (the pages:
+        "after ignoring any irrelevant leading ones")."""
         for d in range(tensor.rank - meaningful):
             if tensor.sizes[d] != 1:
                 raise self._err(f"{name}.Sizes[{d}] must be 1 (a leading dimension before the last {field} = "
@@ -166,14 +182,15 @@ class IndexOperatorDesc(MoveOperatorDesc):
         return self._index_passes(layouts, [t.element_strides for t in self.outputs])
 
     def _index_passes(self, layouts, out_strides):
-        """The passes for the inputs' ``layouts`` and the outputs' element strides ``out_strides`` (the adjoints lower
-        with a gradient's)."""
+        """The passes for the inputs' ``layouts`` and the outputs' element
+        strides ``out_strides`` (the adjoints lower with a gradient's)."""
         raise NotImplementedError
 
 
 def right_aligned(strides, logical_rank: int) -> tuple[int, ...]:
-    """The strides of a tensor's last ``logical_rank`` dimensions for an index space of that many dimensions (a tensor
-    of fewer dimensions: 0 for the extra leading ones, which have size 1)."""
+    """The strides of a tensor's last ``logical_rank`` dimensions for an index
+    space of that many dimensions (a tensor of fewer dimensions: 0 for the
+    extra leading ones, which have size 1)."""
     strides = tuple(strides)
     extra = logical_rank - len(strides)
     if extra >= 0:
@@ -193,9 +210,10 @@ def _remap(indices, slot: int) -> tuple[IndexAxis, ...]:
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class _OfPrimal(IndexOperatorDesc):
-    """``IndexAdjointDesc`` and ``IndexPrimalDesc``: linear maps built from the passes of ``primal`` (an index-driven
-    description) for its data input ``wrt``, the indices their input 1 (their input 0 and the output named by
-    ``_like``). Not DirectML operators."""
+    """``IndexAdjointDesc`` and ``IndexPrimalDesc``: linear maps built from
+    the passes of ``primal`` (an index-driven description) for its data
+    input ``wrt``, the indices their input 1 (their input 0 and the output
+    named by ``_like``). Not DirectML operators."""
 
     primal: IndexOperatorDesc
     wrt: int
@@ -224,8 +242,9 @@ class _OfPrimal(IndexOperatorDesc):
         raise NotImplementedError
 
     def _primal_layouts(self, index_layout, wrt_layout) -> list:
-        """The primal's input layouts: ``index_layout`` for its indices, ``wrt_layout`` for its input ``wrt``, its own
-        strides for the other data inputs (which the passes built from the primal's never read)."""
+        """The primal's input layouts: ``index_layout`` for its indices,
+        ``wrt_layout`` for its input ``wrt``, its own strides for the other
+        data inputs (which the passes built from the primal's never read)."""
         p = self.primal
         k = p._index_position()
         return [index_layout if j == k else wrt_layout if j == self.wrt else (t.element_strides, 0)
@@ -234,16 +253,21 @@ class _OfPrimal(IndexOperatorDesc):
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class IndexAdjointDesc(_OfPrimal):
-    """The adjoint of an index-driven operator's linear part with respect to its data input ``wrt``, applied to a
-    gradient of the operator's output (``GradientTensor``) for the operator's indices (``IndicesTensor``): a packed
-    tensor of that input's sizes. Not a DirectML operator (none sums): opendml's differentiation runs it. Built from the
-    primal's own passes, each transposed:
+    """The adjoint of an index-driven operator's linear part with respect to
+    its data input ``wrt``, applied to a gradient of the operator's output
+    (``GradientTensor``) for the operator's indices (``IndicesTensor``): a
+    packed tensor of that input's sizes. Not a DirectML operator (none sums):
+    opendml's differentiation runs it. Built from the primal's own passes,
+    each transposed:
 
-    * a ``Gather`` reading the input: zero the result, then an accumulating ``Scatter`` of the gradient at the same
-      positions (repeated indices add up in row-major order of the indices: the same bytes every run);
-    * the ``Copy`` of a scatter's input: the gradient copied, then every position a ``Scatter`` writes set to zero;
-    * a ``Scatter`` of the updates: a ``Gather`` of the gradient at the positions written, 0 for an update a later one
-      overwrote (a repeated index: only the update that wins gets its position's gradient).
+    * a ``Gather`` reading the input: zero the result, then an accumulating
+      ``Scatter`` of the gradient at the same positions (repeated indices add
+      up in row-major order of the indices: the same bytes every run);
+    * the ``Copy`` of a scatter's input: the gradient copied, then every
+      position a ``Scatter`` writes set to zero;
+    * a ``Scatter`` of the updates: a ``Gather`` of the gradient at the
+      positions written, 0 for an update a later one overwrote (a repeated
+      index: only the update that wins gets its position's gradient).
     """
 
     gradient_tensor: TensorDesc
@@ -285,16 +309,18 @@ class IndexAdjointDesc(_OfPrimal):
                              _remap(a.indices, 1), last_only=not a.accumulate)
 
     def adjoint(self, api, grad, indices):
-        """The adjoint of the adjoint: the primal's linear part again (a second derivative)."""
+        """The adjoint of the adjoint: the primal's linear part again (a
+        second derivative)."""
         return (api.index_primal(self.primal, self.wrt, grad, indices), None)
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class IndexPrimalDesc(_OfPrimal):
-    """An index-driven operator's linear part as a function of its data input ``wrt`` alone (its other data inputs
-    zero): ``DataTensor`` (that input) and ``IndicesTensor`` in, the primal's output out. The adjoint of
-    ``IndexAdjointDesc`` (a second derivative), built from the primal's passes: a pass reading another data input
-    writes zeros instead."""
+    """An index-driven operator's linear part as a function of its data input
+    ``wrt`` alone (its other data inputs zero): ``DataTensor`` (that input)
+    and ``IndicesTensor`` in, the primal's output out. The adjoint of
+    ``IndexAdjointDesc`` (a second derivative), built from the primal's
+    passes: a pass reading another data input writes zeros instead."""
 
     data_tensor: TensorDesc
     indices_tensor: TensorDesc

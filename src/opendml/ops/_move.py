@@ -35,7 +35,8 @@ class SameSizes:
 
 
 class WholeAxis:
-    """Mixin of the operators along ``Axis``: a block-wise run (Dask, see ``_spec``) needs that axis in one chunk."""
+    """Mixin of the operators along ``Axis``: a block-wise run (Dask, see
+    ``_spec``) needs that axis in one chunk."""
 
     def chunking(self):
         return {self.axis: 0}
@@ -70,9 +71,11 @@ def convert_scalar(value, data_type):
 
 
 class PadPasses(tuple):
-    """The passes ``pad_passes`` gives, with ``pad``: ``(mode, fill value or None, start, end)``, which ``lower`` hands
-    on as ``MovePlan.pad`` (the CUDA backend runs such a program as one launch; runtime may not import ops, so it reads
-    the program's shape from the plan instead of rebuilding it)."""
+    """The passes ``pad_passes`` gives, with ``pad``: ``(mode, fill value or
+    None, start, end)``, which ``lower`` hands on as ``MovePlan.pad`` (the
+    CUDA backend runs such a program as one launch; runtime may not import
+    ops, so it reads the program's shape from the plan instead of rebuilding
+    it)."""
 
     pad: tuple
 

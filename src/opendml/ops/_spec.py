@@ -1,12 +1,16 @@
-"""What an operator declares about its DirectML struct: tensor slots and fields with kinds, in the struct's order
-(``DirectML.h``), and DirectML's enums used by the data-movement family.
+"""What an operator declares about its DirectML struct: tensor slots and fields
+with kinds, in the struct's order (``DirectML.h``), and DirectML's enums used
+by the data-movement family.
 
-A slot or field knows its DirectML (JSON) name, the description's attribute, and how its value reads from and writes
-to the JSON form; ``jsonform``, the command line, ``Device`` and the DxDispatch runner loop over these declarations and
-hold no operator names. Rules on the values (ranges, lengths, types per feature level) belong to the operator modules,
-which name the operator in their messages; the kinds here only check the JSON shape (an integer, an array of integers,
-a known enum name...) and raise ``JsonFormError``-style messages through the ``fail`` callable they are given, so that
-every message names the JSON path.
+A slot or field knows its DirectML (JSON) name, the description's attribute,
+and how its value reads from and writes to the JSON form; ``jsonform``, the
+command line, ``Device`` and the DxDispatch runner loop over these
+declarations and hold no operator names. Rules on the values (ranges,
+lengths, types per feature level) belong to the operator modules, which
+name the operator in their messages; the kinds here only check the JSON
+shape (an integer, an array of integers, a known enum name...) and raise
+``JsonFormError``-style messages through the ``fail`` callable they are given,
+so that every message names the JSON path.
 """
 from __future__ import annotations
 
@@ -113,10 +117,12 @@ class ScaleBias:
 
 @dataclasses.dataclass(frozen=True)
 class Tensor:
-    """A tensor slot of an operator struct: ``json`` its DirectML name (``InputTensor``, ``InputTensors``,
-    ``OutputGradientTensor``...), ``attr`` the description's attribute, ``role`` ``"input"`` or ``"output"``, ``many``
-    for an array of tensors (JOIN's ``InputTensors``, SPLIT's ``OutputTensors``; the attribute then holds a tuple),
-    ``optional`` where the description may leave it None (an output whose sizes are derived)."""
+    """A tensor slot of an operator struct: ``json`` its DirectML name
+    (``InputTensor``, ``InputTensors``, ``OutputGradientTensor``...), ``attr``
+    the description's attribute, ``role`` ``"input"`` or ``"output"``,
+    ``many`` for an array of tensors (JOIN's ``InputTensors``, SPLIT's
+    ``OutputTensors``; the attribute then holds a tuple), ``optional`` where
+    the description may leave it None (an output whose sizes are derived)."""
     json: str
     attr: str
     role: str = "input"
@@ -162,9 +168,11 @@ def to_float(value, name: str, fail: Fail = ValidationError) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class FieldKind:
-    """Base of the field kinds: ``json`` DirectML's name, ``attr`` the description's attribute, ``default`` the value
-    the JSON form may leave out (``REQUIRED``: it must be given; a callable: computed from the values parsed so far, a
-    dict of JSON name -> value holding the input tensors and the fields before this one)."""
+    """Base of the field kinds: ``json`` DirectML's name, ``attr`` the
+    description's attribute, ``default`` the value the JSON form may leave out
+    (``REQUIRED``: it must be given; a callable: computed from the values
+    parsed so far, a dict of JSON name -> value holding the input tensors and
+    the fields before this one)."""
     json: str
     attr: str
     default: Any = dataclasses.field(default=REQUIRED, kw_only=True)
@@ -250,9 +258,10 @@ class Bool(FieldKind):
 
 @dataclasses.dataclass(frozen=True)
 class Enum(FieldKind):
-    """A DirectML enum (``DML_PADDING_MODE``, ``DML_DEPTH_SPACE_ORDER``, ``DML_TENSOR_DATA_TYPE``): JSON gives the
-    member's name, short (``"REFLECTION"``) or DirectML's (``"DML_PADDING_MODE_REFLECTION"``), or its integer value; the
-    JSON form writes the short name."""
+    """A DirectML enum (``DML_PADDING_MODE``, ``DML_DEPTH_SPACE_ORDER``,
+    ``DML_TENSOR_DATA_TYPE``): JSON gives the member's name, short
+    (``"REFLECTION"``) or DirectML's (``"DML_PADDING_MODE_REFLECTION"``), or
+    its integer value; the JSON form writes the short name."""
     enum: type = None  # type: ignore[assignment]
 
     kind = "enum"
@@ -285,10 +294,12 @@ SCALAR_MEMBERS = {DataType.INT8: "Int8", DataType.UINT8: "UInt8", DataType.INT16
 
 @dataclasses.dataclass(frozen=True)
 class ScalarUnion(FieldKind):
-    """A ``DML_SCALAR_UNION`` whose member is chosen by the sibling field ``type_field`` (a ``DML_TENSOR_DATA_TYPE``
-    declared before it: PADDING1's ``PaddingValueDataType``/``PaddingValue``). JSON gives a number, or an object naming
-    the union member (``{"Float32": 9}``, ``{"Int64": -1}``); integer types take integers. The description holds a
-    Python int or float; its range is the operator's rule."""
+    """A ``DML_SCALAR_UNION`` whose member is chosen by the sibling field
+    ``type_field`` (a ``DML_TENSOR_DATA_TYPE`` declared before it: PADDING1's
+    ``PaddingValueDataType``/``PaddingValue``). JSON gives a number, or an
+    object naming the union member (``{"Float32": 9}``, ``{"Int64": -1}``);
+    integer types take integers. The description holds a Python int or
+    float; its range is the operator's rule."""
     type_field: str = ""
 
     kind = "scalar"
@@ -318,16 +329,19 @@ class ScalarUnion(FieldKind):
 
 
 def input_type(parsed: dict):
-    """The default of a ``DML_TENSOR_DATA_TYPE`` field the JSON form leaves out (PADDING1's ``PaddingValueDataType``,
-    DIAGONAL_MATRIX1's ``ValueDataType``): the input's type, or None without an input (then the output's)."""
+    """The default of a ``DML_TENSOR_DATA_TYPE`` field the JSON form leaves out
+    (PADDING1's ``PaddingValueDataType``, DIAGONAL_MATRIX1's ``ValueDataType``):
+    the input's type, or None without an input (then the output's)."""
     return getattr(parsed.get("InputTensor"), "data_type", None)
 
 
 @dataclasses.dataclass(frozen=True)
 class Struct(FieldKind):
-    """A pointer to a struct, ``_Maybenull_`` when ``default`` is None (IDENTITY's ``DML_SCALE_BIAS* ScaleBias``):
-    JSON gives an object of the struct's members (``{"Scale": 2, "Bias": 1}``) or null. ``members`` pairs each DirectML
-    member name with the struct class's attribute; every member is a FLOAT."""
+    """A pointer to a struct, ``_Maybenull_`` when ``default`` is None
+    (IDENTITY's ``DML_SCALE_BIAS* ScaleBias``): JSON gives an object of the
+    struct's members (``{"Scale": 2, "Bias": 1}``) or null. ``members`` pairs
+    each DirectML member name with the struct class's attribute; every member
+    is a FLOAT."""
     struct: type = ScaleBias
     members: tuple[tuple[str, str], ...] = (("Scale", "scale"), ("Bias", "bias"))
 
@@ -360,22 +374,31 @@ class Struct(FieldKind):
 
 @dataclasses.dataclass(frozen=True)
 class Binding:
-    """The array-API function that builds an operator's description, declared by the operator class (``BINDING``;
-    none where a newer operator replaces it in the array API, as PADDING1 does PADDING).
+    """The array-API function that builds an operator's description, declared
+    by the operator class (``BINDING``; none where a newer operator replaces
+    it in the array API, as PADDING1 does PADDING).
 
-    ``function``: its name (``"pad"``); ``inputs``/``args``: the input shapes and other arguments of a small valid call
-    (documentation, and the contract tests' cases); ``array``: its array argument's name (``"x"``; ``"arrays"`` for
-    JOIN's sequence); ``slot``: the DirectML tensor that argument becomes; ``others``: further array arguments as
-    ``name -> (DirectML tensor, example values, example dtype)``; ``added_axes``: the dimensions the tensors have beyond
-    the array argument (ONE_HOT's); ``optional``: the array may be left out (a generator, given ``api.no_array``).
+    ``function``: its name (``"pad"``); ``inputs``/``args``: the input shapes
+    and other arguments of a small valid call (documentation, and the
+    contract tests' cases); ``array``: its array argument's name (``"x"``;
+    ``"arrays"`` for JOIN's sequence); ``slot``: the DirectML tensor that
+    argument becomes; ``others``: further array arguments as ``name ->
+    (DirectML tensor, example values, example dtype)``; ``added_axes``: the
+    dimensions the tensors have beyond the array argument (ONE_HOT's);
+    ``optional``: the array may be left out (a generator, given
+    ``api.no_array``).
 
-    The function is generated from the rest (``arrays.front``): ``params`` (after the array, as a ``def`` writes them;
-    None: written elsewhere), ``doc`` (summary and the other parameters' entries), ``shape``, ``returns``, ``rules``
-    (what its ``ValidationError`` names; the index check's error is added where ``params`` has ``check_indices``) and
-    ``route`` (``"move"``, ``"plan"`` or ``"index"``). The class's ``arguments(api, x, *args)`` turns the arguments into
-    the description, ``api`` being ``arrays.front.ARGUMENT_API``. ``members``: the parameters read as an enum's member
-    (a mode, an order, a dtype), which must reach ``arguments`` as members under ``torch.compile`` too (Dynamo hands a
-    function it takes into a graph whole an ``IntEnum`` member's int, losing its type)."""
+    The function is generated from the rest (``arrays.front``): ``params``
+    (after the array, as a ``def`` writes them; None: written elsewhere),
+    ``doc`` (summary and the other parameters' entries), ``shape``,
+    ``returns``, ``rules`` (what its ``ValidationError`` names; the index
+    check's error is added where ``params`` has ``check_indices``) and ``route``
+    (``"move"``, ``"plan"`` or ``"index"``). The class's ``arguments(api, x,
+    *args)`` turns the arguments into the description, ``api`` being
+    ``arrays.front.ARGUMENT_API``. ``members``: the parameters read as an
+    enum's member (a mode, an order, a dtype), which must reach ``arguments``
+    as members under ``torch.compile`` too (Dynamo hands a function it takes
+    into a graph whole an ``IntEnum`` member's int, losing its type)."""
     function: str
     inputs: tuple
     args: dict = dataclasses.field(default_factory=dict)
@@ -394,8 +417,9 @@ class Binding:
 
 
 def scalar_int(value) -> int | None:
-    """``value`` as an int where an int is given in place of a sequence: a Python or NumPy integer (not a bool), or a
-    0-d array whose entry ``as_int`` reads as one (NumPy, PyTorch...); else None."""
+    """``value`` as an int where an int is given in place of a sequence: a
+    Python or NumPy integer (not a bool), or a 0-d array whose entry
+    ``as_int`` reads as one (NumPy, PyTorch...); else None."""
     if isinstance(value, (int, np.integer)):
         return None if isinstance(value, bool) else int(value)
     if getattr(value, "ndim", None) == 0:
@@ -407,8 +431,8 @@ def scalar_int(value) -> int | None:
 
 
 def spread(value, rank: int):
-    """An int applies to each of ``rank`` axes; anything else goes to the description as given (which names what is
-    wrong with it)."""
+    """An int applies to each of ``rank`` axes; anything else goes to the
+    description as given (which names what is wrong with it)."""
     n = value if type(value) is int else scalar_int(value)
     return value if n is None else (n,) * rank
 
@@ -432,19 +456,24 @@ def snake(name: str) -> str:
 #
 # Read by the framework adapters with no branch per operator:
 #
-# * ``linear_part()``: the description without its constant term (IDENTITY's Bias, a constant PADDING's value), or
-#   None where it is not differentiable for its types. Forward-mode AD applies it to the tangents.
-# * ``adjoint(api, *cotangents)``: the adjoint of ``linear_part()``, one array per input, written with the opendml
-#   operators of ``api`` (``opendml.arrays.engine.ADJOINT_API``: the array API's functions and ``reshape(x, shape)``,
-#   ``sum(x, axes)``, handed down: the operator modules never import the array layer), so a gradient of a gradient
-#   takes the same routes again.
-# * ``ADJOINT_INPUTS`` (optional): input positions whose values the adjoint reads (index tensors), passed after the
-#   cotangents; they get no gradient.
-# * ``chunking()`` (Dask): ``{input axis: 0 or m}``, the axes a block-wise run needs whole (0) or cut at multiples of
-#   m, the operator run on each block; none: whole arrays. Blocks that overlap or scatter name a kind instead, each
-#   with one graph builder reading the description: ``GATHER`` (a strided lattice of the input, ``gather_axes()``:
-#   SLICE, SLICE1), ``SCATTER`` (zeros with the input on such a lattice, ``scatter_axes()``: SLICE_GRAD), ``WINDOWS``
-#   (sliding windows with a halo: UNFOLD), ``WINDOW_SUMS`` (their sums back into an image: FOLD).
+# * ``linear_part()``: the description without its constant term (IDENTITY's
+#   Bias, a constant PADDING's value), or None where it is not differentiable
+#   for its types. Forward-mode AD applies it to the tangents.
+# * ``adjoint(api, *cotangents)``: the adjoint of ``linear_part()``, one array
+#   per input, written with the opendml operators of ``api``
+#   (``opendml.arrays.engine.ADJOINT_API``: the array API's functions and
+#   ``reshape(x, shape)``, ``sum(x, axes)``, handed down: the operator
+#   modules never import the array layer), so a gradient of a gradient takes the same routes again.
+# * ``ADJOINT_INPUTS`` (optional): input positions whose values the adjoint
+#   reads (index tensors), passed after the cotangents; they get no gradient.
+# * ``chunking()`` (Dask): ``{input axis: 0 or m}``, the axes a block-wise run
+#   needs whole (0) or cut at multiples of m, the operator run on each block;
+#   none: whole arrays. Blocks that overlap or scatter name a kind instead,
+#   each with one graph builder reading the description: ``GATHER`` (a
+#   strided lattice of the input, ``gather_axes()``: SLICE, SLICE1),
+#   ``SCATTER`` (zeros with the input on such a lattice, ``scatter_axes()``:
+#   SLICE_GRAD), ``WINDOWS`` (sliding windows with a halo: UNFOLD),
+#   ``WINDOW_SUMS`` (their sums back into an image: FOLD).
 
 GATHER, SCATTER, WINDOWS, WINDOW_SUMS = "gather", "scatter", "windows", "window_sums"
 

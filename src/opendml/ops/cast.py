@@ -1,4 +1,5 @@
-"""DML_CAST_OPERATOR_DESC: ``Output[i] = convert(Input[i])`` to the output's DataType, for every pair of the 11 types.
+"""DML_CAST_OPERATOR_DESC: ``Output[i] = convert(Input[i])`` to the output's
+DataType, for every pair of the 11 types.
 
 The page says only "casts each element", not what DirectML does for NaN, out-of-range floats or narrowing integers.
 opendml's rules (those of Direct3D's float-to-integer instructions and of C for the rest), identical on every backend
@@ -39,8 +40,8 @@ class CastOperatorDesc(ElementWiseDesc):
     BINDING = Binding("cast", ((2, 3),), {"dtype": "int32"}, params="dtype", members=("dtype",),
                       returns="of ``x``'s shape and dtype ``dtype``",
                       rules="``dtype`` not a dtype at all; a dtype CAST does not take is an ``UnsupportedError``",
-                      doc="""DML_CAST: ``x`` converted to ``dtype`` (a NumPy, PyTorch or JAX dtype, a ``dml.DataType``
-    or its name) by the rules of ``opendml.ops.cast``.
+                      doc="""DML_CAST: ``x`` converted to ``dtype`` (a NumPy, PyTorch or JAX
+    dtype, a ``dml.DataType`` or its name) by the rules of ``opendml.ops.cast``.
 
     Parameters
     ----------

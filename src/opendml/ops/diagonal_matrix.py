@@ -30,12 +30,15 @@ _FAR = 1 << 62
 
 
 def _band(lo: int, hi: int, h: int, w: int) -> list[tuple[int, int, tuple, tuple]]:
-    """The element runs covering diagonals ``[lo, hi)`` of an h x w matrix, each ``(row, column, sizes, steps)`` with
-    steps in matrix units (``(1, 1)`` along a diagonal, ``(0, 1)`` along a row, ``(1, 0)`` or ``(1, 1)`` from row to
-    row): one run per diagonal, or, where fewer (ties too: contiguous memory), the rows' runs: each row the band clips
-    on one side alone is its own run (its length changes from row to row); the rows it crosses whole are one
-    parallelogram, the rows it clips on both sides one full-width rectangle. Counted before any run is made: the cost
-    follows the runs made, not the matrix' height."""
+    """The element runs covering diagonals ``[lo, hi)`` of an h x w matrix,
+    each ``(row, column, sizes, steps)`` with steps in matrix units
+    (``(1, 1)`` along a diagonal, ``(0, 1)`` along a row, ``(1, 0)`` or
+    ``(1, 1)`` from row to row): one run per diagonal, or, where fewer
+    (ties too: contiguous memory), the rows' runs: each row the band clips
+    on one side alone is its own run (its length changes from row to row);
+    the rows it crosses whole are one parallelogram, the rows it clips on
+    both sides one full-width rectangle. Counted before any run is made:
+    the cost follows the runs made, not the matrix' height."""
     lo, hi = max(lo, 1 - h), min(hi, w)
     if lo >= hi:
         return []
@@ -56,8 +59,9 @@ def _band(lo: int, hi: int, h: int, w: int) -> list[tuple[int, int, tuple, tuple
 
 
 class _DiagonalRules(MoveOperatorDesc):
-    """What both generators share: the output's checks and the lowering of ``fill_ranges()`` (the diagonals ``x - y``
-    filled: half-open ranges) filled with ``fill_value()`` (a value of the output's type)."""
+    """What both generators share: the output's checks and the lowering of
+    ``fill_ranges()`` (the diagonals ``x - y`` filled: half-open ranges)
+    filled with ``fill_value()`` (a value of the output's type)."""
 
     DEFAULT_INPUT_START = 1
 
@@ -130,8 +134,8 @@ class DiagonalMatrixOperatorDesc(_DiagonalRules):
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class DiagonalMatrix1OperatorDesc(_DiagonalRules):
-    """``InputTensor`` may be None (zeros elsewhere); ``OutputTensor`` may be None where there is an input (its sizes
-    and type)."""
+    """``InputTensor`` may be None (zeros elsewhere); ``OutputTensor`` may be
+    None where there is an input (its sizes and type)."""
 
     input_tensor: TensorDesc | None
     output_tensor: TensorDesc | None
@@ -148,21 +152,25 @@ class DiagonalMatrix1OperatorDesc(_DiagonalRules):
                       shape="The input (2 to 4 dimensions; left out: a generator of ``shape`` and ``dtype``)",
                       returns="of ``x``'s dtype and shape (without ``x``: a NumPy array of ``shape`` and ``dtype``)",
                       rules="``shape`` or ``dtype`` not ``x``'s, or missing without ``x``, a "
-                      "``value`` that does not fit the dtype, ``begin`` or ``end`` outside INT32", doc="""DML_DIAGONAL_MATRIX1: ``value`` on the diagonals ``col - row`` in ``[begin, end)`` of each matrix (the
-    last two axes; the axes before them count a stack), ``x``'s elements elsewhere, or zeros without ``x``.
+                      "``value`` that does not fit the dtype, ``begin`` or ``end`` outside INT32", doc="""DML_DIAGONAL_MATRIX1: ``value`` on the diagonals ``col - row`` in
+    ``[begin, end)`` of each matrix (the last two axes; the axes before them
+    count a stack), ``x``'s elements elsewhere, or zeros without ``x``.
 
-    An inverted range (``begin > end``) fills the diagonals outside ``[end, begin)``: ``begin=1, end=0, value=0`` keeps
-    only the main diagonal; ``begin == end`` fills nothing. The defaults give the identity (``np.eye``); ``begin=k,
-    end=k+1`` is diagonal k (DML_DIAGONAL_MATRIX's Offset), and ``begin=-2**31, end=1, value=0`` zeroes all but the
-    strictly upper triangle (``np.triu(x, 1)``).
+    An inverted range (``begin > end``) fills the diagonals outside ``[end,
+    begin)``: ``begin=1, end=0, value=0`` keeps only the main diagonal;
+    ``begin == end`` fills nothing. The defaults give the identity (``np.eye``);
+    ``begin=k, end=k+1`` is diagonal k (DML_DIAGONAL_MATRIX's Offset), and
+    ``begin=-2**31, end=1, value=0`` zeroes all but the strictly upper
+    triangle (``np.triu(x, 1)``).
 
     Parameters
     ----------
     shape : sequence of int, optional
-        Without ``x``: the result's shape (2 to 4 dimensions). With ``x``: None or ``x``'s shape.
+        Without ``x``: the result's shape (2 to 4 dimensions). With ``x``:
+        None or ``x``'s shape.
     dtype : dtype, optional
-        Without ``x``: the result's dtype (any spelling ``cast`` takes; default float64, as ``np.eye``). With ``x``:
-        None or ``x``'s dtype.
+        Without ``x``: the result's dtype (any spelling ``cast`` takes;
+        default float64, as ``np.eye``). With ``x``: None or ``x``'s dtype.
     value : int or float, optional
         The value on the filled diagonals (default 1); it must fit the dtype.
     begin, end : int, optional

@@ -1,18 +1,19 @@
-"""DML_FOLD_OPERATOR_DESC: sum sliding blocks back into an image (col2im), the adjoint of UNFOLD, over 1 to 6 spatial
-dimensions.
+"""DML_FOLD_OPERATOR_DESC: sum sliding blocks back into an image (col2im), the
+adjoint of UNFOLD, over 1 to 6 spatial dimensions.
 
     BlocksPerDimension[d] = (OutputSpatialSize[d] + StartPadding[d] + EndPadding[d]
                              - Dilations[d] * (WindowSizes[d] - 1) - 1) / Strides[d] + 1
-    Input sizes: (N, C x prod(WindowSizes), prod(BlocksPerDimension)), optionally preceded by 1s up to the output's
-    DimensionCount (erratum: docs/operators/fold.md).
+    Input sizes: (N, C x prod(WindowSizes), prod(BlocksPerDimension)),
+    optionally preceded by 1s up to the output's DimensionCount (erratum:
+    docs/operators/fold.md).
     Output[n, c, p] = sum over window elements k (row-major, increasing) of
                       Input[n, c * prod(WindowSizes) + k, b]
                       where b*Strides + k*Dilations - StartPadding == p
-    (b the row-major block multi-index; a value whose position falls in the padding is dropped; an output element no
-    block reaches is 0).
+    (b the row-major block multi-index; a value whose position falls in the
+    padding is dropped; an output element no block reaches is 0).
 
-The output description is required: the spatial sizes come from it. Sums are exact and deterministic (see
-``FoldPlan``)."""
+The output description is required: the spatial sizes come from it. Sums are
+exact and deterministic (see ``FoldPlan``)."""
 from __future__ import annotations
 
 import dataclasses
@@ -35,8 +36,8 @@ def _is_sequence(value) -> bool:
 
 
 def _window_count(window) -> int | None:
-    """``prod(window)`` where every entry is an int >= 1 (as ``as_int`` reads it: a 0-d integer array too), else
-    None."""
+    """``prod(window)`` where every entry is an int >= 1 (as ``as_int`` reads
+    it: a 0-d integer array too), else None."""
     if not _is_sequence(window) or any(isinstance(w, bool) for w in window):
         return None
     try:
@@ -57,8 +58,8 @@ SUM_FLOAT = 1
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
 class FoldOperatorDesc(_Windowed):
-    """``OutputTensor`` is required (``(N, C, *spatial)``); the input is ``(N, C x prod(WindowSizes), BlockCount)``,
-    optionally with leading 1s."""
+    """``OutputTensor`` is required (``(N, C, *spatial)``); the input is
+    ``(N, C x prod(WindowSizes), BlockCount)``, optionally with leading 1s."""
 
     OPERATOR = "FOLD"
     SPATIAL = "output_tensor"
@@ -68,8 +69,9 @@ class FoldOperatorDesc(_Windowed):
                              "start_padding: Ints = 0, end_padding: Ints = 0", route="plan",
                       shape="The columns, of shape (N, C * prod(window_sizes), BlockCount)",
                       returns="of ``x``'s dtype and shape (N, C, *output_sizes)",
-                      rules="BlockCount or the channels not what the window gives", doc=f"""DML_FOLD (col2im), the adjoint of ``unfold``: ``x`` of shape (N, C * prod(window_sizes), BlockCount)
-    summed back into an array of shape (N, C, *output_sizes), each output element adding its window elements in
+                      rules="BlockCount or the channels not what the window gives", doc=f"""DML_FOLD (col2im), the adjoint of ``unfold``: ``x`` of shape (N, C *
+    prod(window_sizes), BlockCount) summed back into an array of shape (N, C,
+    *output_sizes), each output element adding its window elements in
     increasing window order (float16 sums in float32; integers wrap).
 
     Scalars apply to every spatial axis; the number of spatial axes is the length of ``output_sizes``, else of
@@ -82,8 +84,8 @@ class FoldOperatorDesc(_Windowed):
         The spatial sizes of the result.
 {WINDOW_DOC}
     start_padding, end_padding : int or sequence of int, optional
-        The padding ``unfold`` applied before and after each spatial axis (default 0); padded positions are
-        dropped.""")
+        The padding ``unfold`` applied before and after each spatial axis
+        (default 0); padded positions are dropped.""")
     SCHEMA = ("(Tensor x, SymInt[] output_sizes, int[] window_sizes, int[] strides, int[] dilations, "
               "int[] start_padding, int[] end_padding) -> Tensor")
     OUTPUT_DERIVABLE = False
@@ -110,8 +112,9 @@ class FoldOperatorDesc(_Windowed):
         return make
 
     def _fast_path(self) -> bool:
-        """The one-pass check of the common valid case (``FastPathDesc``). The 64-bit limits hold whenever the input's
-        sizes agree: they multiply to its element count, at most 2**32 - 1."""
+        """The one-pass check of the common valid case (``FastPathDesc``). The
+        64-bit limits hold whenever the input's sizes agree: they multiply to
+        its element count, at most 2**32 - 1."""
         inp, out = self.input_tensor, self.output_tensor
         if (type(inp) is not TensorDesc or type(out) is not TensorDesc or out.data_type is not inp.data_type
                 or out.flags):
@@ -182,20 +185,20 @@ class FoldOperatorDesc(_Windowed):
     @staticmethod
     def output_sizes_of(input_sizes, output_spatial, window_sizes, strides=None, dilations=None,
                         start_padding=None, end_padding=None) -> tuple:
-        """``(N, C, *output_spatial)`` for an input of ``input_sizes`` (``(..., N, C x prod(WindowSizes),
-        BlockCount)``)."""
+        """``(N, C, *output_spatial)`` for an input of ``input_sizes``
+        (``(..., N, C x prod(WindowSizes), BlockCount)``)."""
         return (input_sizes[-3], input_sizes[-2] // math.prod(window_sizes), *output_spatial)
 
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:
-        """The adjoint as an array-API call: UNFOLD with the same window, reshaped to the input's leading 1s where it
-        has them."""
+        """The adjoint as an array-API call: UNFOLD with the same window,
+        reshaped to the input's leading 1s where it has them."""
         return "unfold", tuple(args[1:]), None if len(input_sizes) == 3 else tuple(input_sizes)
 
     @staticmethod
     def framework_call(input_sizes, args, ints) -> tuple:
-        """The framework operators' form: one int list per field (the number of spatial axes as the array API counts
-        it), a 3-D input (leading 1s dropped)."""
+        """The framework operators' form: one int list per field (the number of
+        spatial axes as the array API counts it), a 3-D input (leading 1s dropped)."""
         output_sizes, window_sizes = args[:2]
         d = next((len(v) for v in (output_sizes, window_sizes) if _is_sequence(v)), 1)
         return "fold", tuple(ints(v, d) for v in args), tuple(input_sizes[-3:]) if len(input_sizes) > 3 else None
@@ -224,8 +227,9 @@ class FoldOperatorDesc(_Windowed):
 
 def plain_lowering(in_sizes: tuple, output_sizes, window_sizes, strides=1, dilations=1, start_padding=0,
                    end_padding=0) -> tuple | None:
-    """``(output sizes (N, C, *output_sizes), window, strides, dilations, start padding, blocks per dimension)`` (see
-    ``opendml.ops``); the spatial axes are counted by ``output_sizes``, else ``window_sizes``, else 1."""
+    """``(output sizes (N, C, *output_sizes), window, strides, dilations, start
+    padding, blocks per dimension)`` (see ``opendml.ops``); the spatial axes
+    are counted by ``output_sizes``, else ``window_sizes``, else 1."""
     fields = (output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
     d = next((len(v) for v in fields[:2] if type(v) is list or type(v) is tuple), 1)
     spatial, *window = [(v,) * d if type(v) is int else v for v in fields]

@@ -1,4 +1,5 @@
-"""DML_GATHER_OPERATOR_DESC: elements of the input taken along ``Axis`` at the positions ``IndicesTensor`` holds,
+"""DML_GATHER_OPERATOR_DESC: elements of the input taken along ``Axis`` at the
+positions ``IndicesTensor`` holds,
 
     output[..., j..., ...] = input[..., indices[j...], ...]
     OutputTensor.Sizes = { InputTensor.Sizes[0..Axis],
@@ -39,8 +40,9 @@ class GatherOperatorDesc(IndexOperatorDesc):
                              "check_indices: bool = True",
                       shape="The data", returns="of ``x``'s dtype and shape ``x.shape[:axis] + indices.shape[-k:] + "
                       "x.shape[axis + 1:]``", rules="an axis out of range, ``index_dimensions`` above the indices' "
-                      "rank or leading index dimensions not 1", doc=f"""DML_GATHER: ``x`` taken along ``axis`` at ``indices`` (NumPy's ``take``): ``out.shape ==
-    x.shape[:axis] + indices.shape[-k:] + x.shape[axis + 1:]`` with k = ``index_dimensions``.
+                      "rank or leading index dimensions not 1", doc=f"""DML_GATHER: ``x`` taken along ``axis`` at ``indices`` (NumPy's
+    ``take``): ``out.shape == x.shape[:axis] + indices.shape[-k:] +
+    x.shape[axis + 1:]`` with k = ``index_dimensions``.
 
     Parameters
     ----------
@@ -48,8 +50,8 @@ class GatherOperatorDesc(IndexOperatorDesc):
     axis : int
         The axis of ``x`` (negative values count from the end).
     index_dimensions : int, optional
-        DirectML's IndexDimensions: how many trailing dimensions of ``indices`` are meaningful (the others must be 1);
-        default all.
+        DirectML's IndexDimensions: how many trailing dimensions of
+        ``indices`` are meaningful (the others must be 1); default all.
     {CHECK_INDICES_DOC}""")
     C_INDEX = 0
     FIELDS = (UInt("Axis", "axis"), UInt("IndexDimensions", "index_dimensions"))

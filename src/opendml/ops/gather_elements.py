@@ -1,11 +1,12 @@
-"""DML_GATHER_ELEMENTS_OPERATOR_DESC: one element of the input per index, along ``Axis`` (NumPy's
-``take_along_axis``),
+"""DML_GATHER_ELEMENTS_OPERATOR_DESC: one element of the input per index,
+along ``Axis`` (NumPy's ``take_along_axis``),
 
     output[i, j, k, ...] = input[i, j, indices[i, j, k, ...], ...]    (Axis 2)
     OutputTensor.Sizes = IndicesTensor.Sizes
 
-lowered to one ``Gather`` pass over the indices' index space whose coordinate along ``Axis`` is read from the indices
-(clamped into the dimension). Errata: docs/operators/index-family.md."""
+lowered to one ``Gather`` pass over the indices' index space whose
+coordinate along ``Axis`` is read from the indices (clamped into the
+dimension). Errata: docs/operators/index-family.md."""
 from __future__ import annotations
 
 import dataclasses
@@ -32,7 +33,8 @@ class GatherElementsOperatorDesc(WholeAxis, IndexOperatorDesc):
                       params="indices: Any, axis: int, *, check_indices: bool = True", shape="The data",
                       returns="of ``x``'s dtype and ``indices``' shape", rules="``indices`` not of ``x``'s rank, an "
                       "axis out of range", doc=f"""DML_GATHER_ELEMENTS: ``out[..., i, ...] = x[..., indices[..., i, ...],
-    ...]`` along ``axis`` (NumPy's ``take_along_axis``; ``indices`` has ``x``'s shape but along ``axis``).
+    ...]`` along ``axis`` (NumPy's ``take_along_axis``; ``indices`` has
+    ``x``'s shape but along ``axis``).
 
     Parameters
     ----------

@@ -1,6 +1,7 @@
-"""DML_GATHER_ND_OPERATOR_DESC and DML_GATHER_ND1_OPERATOR_DESC: whole sub-blocks of the input taken at the index
-tuples of ``IndicesTensor`` (its last dimension is the tuple size q), within ``BatchDimensionCount`` leading batch
-dimensions (GATHER_ND1; GATHER_ND is GATHER_ND1 with none),
+"""DML_GATHER_ND_OPERATOR_DESC and DML_GATHER_ND1_OPERATOR_DESC: whole
+sub-blocks of the input taken at the index tuples of ``IndicesTensor`` (its
+last dimension is the tuple size q), within ``BatchDimensionCount`` leading
+batch dimensions (GATHER_ND1; GATHER_ND is GATHER_ND1 with none),
 
     output[b..., j..., t...] = input[b..., indices[b..., j..., 0], ...,
                                      indices[b..., j..., q-1], t...]
@@ -24,8 +25,8 @@ from ._spec import Binding, UInt
 
 
 class _NdIndexing(IndexOperatorDesc):
-    """The index-tuple rules GATHER_ND, GATHER_ND1 and SCATTER_ND share: the input is ``input_tensor``; ``_nd_batch``
-    the batch dimension count."""
+    """The index-tuple rules GATHER_ND, GATHER_ND1 and SCATTER_ND share: the
+    input is ``input_tensor``; ``_nd_batch`` the batch dimension count."""
 
     _nd_batch = 0
     FIELDS = (UInt("InputDimensionCount", "input_dimension_count"),
@@ -78,9 +79,10 @@ class _NdIndexing(IndexOperatorDesc):
         return (1,) * (self.input_tensor.rank - len(full)) + full
 
     def _nd_axes(self, xs, is_, io, data_strides):
-        """(pass sizes, the data tensor's strides over them, the IndexAxes): ``xs`` the input's strides (where the batch
-        and trailing dimensions read), ``data_strides`` those of the tensor indexed (the input for a gather, the output
-        for a scatter)."""
+        """(pass sizes, the data tensor's strides over them, the IndexAxes):
+        ``xs`` the input's strides (where the batch and trailing dimensions
+        read), ``data_strides`` those of the tensor indexed (the input for a
+        gather, the output for a scatter)."""
         inp, idx, b = self.input_tensor, self.indices_tensor, self._nd_batch
         d = inp.rank
         q = idx.sizes[d - 1]
@@ -115,15 +117,17 @@ class GatherNd1OperatorDesc(_NdIndexing):
                       shape="The data", returns="of ``x``'s dtype and shape ``indices.shape[:-1] + "
                       "x.shape[batch_dimensions + q:]``", rules="indices without the tuples' axis, "
                       "``batch_dimensions`` not below the indices' rank, a tuple size q outside [1, x.ndim - "
-                      "batch_dimensions]", doc=f"""DML_GATHER_ND1 (ONNX GatherND): ``indices``' last axis holds index tuples of q entries into ``x``'s
-    dimensions after the first ``batch_dimensions`` (which both arrays share); ``out.shape == indices.shape[:-1] +
-    x.shape[batch_dimensions + q:]``.
+                      "batch_dimensions]", doc=f"""DML_GATHER_ND1 (ONNX GatherND): ``indices``' last axis holds index
+    tuples of q entries into ``x``'s dimensions after the first
+    ``batch_dimensions`` (which both arrays share); ``out.shape ==
+    indices.shape[:-1] + x.shape[batch_dimensions + q:]``.
 
     Parameters
     ----------
     {INDICES_DOC.format(what="Index tuples along the last axis")}
     batch_dimensions : int, optional
-        DirectML's BatchDimensionCount: the leading dimensions ``x`` and ``indices`` share (default 0).
+        DirectML's BatchDimensionCount: the leading dimensions ``x`` and
+        ``indices`` share (default 0).
     {CHECK_INDICES_DOC}""")
     C_INDEX = 4
     FIELDS = (*_NdIndexing.FIELDS, UInt("BatchDimensionCount", "batch_dimension_count"))

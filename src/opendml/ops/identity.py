@@ -25,9 +25,9 @@ class ElementWiseIdentityOperatorDesc(ElementWiseDesc):
     BINDING = Binding("identity", ((2, 3),), {"scale": 2.0, "bias": 1.0},
                       params="scale: float | None = None, bias: float | None = None",
                       returns="of ``x``'s shape and dtype", rules="``scale``/``bias`` on an integer dtype",
-                      doc="""DML_ELEMENT_WISE_IDENTITY: a packed copy of ``x``, or ``x * scale + bias`` (float types;
-    ``scale`` defaults to 1 and ``bias`` to 0 where only the other is given; computed in float32 for
-    float16/float32).
+                      doc="""DML_ELEMENT_WISE_IDENTITY: a packed copy of ``x``, or ``x * scale +
+    bias`` (float types; ``scale`` defaults to 1 and ``bias`` to 0 where only
+    the other is given; computed in float32 for float16/float32).
 
     Parameters
     ----------

@@ -1,11 +1,13 @@
-"""DML_JOIN_OPERATOR_DESC: the inputs concatenated along ``Axis``; the inverse of SPLIT.
+"""DML_JOIN_OPERATOR_DESC: the inputs concatenated along ``Axis``; the inverse
+of SPLIT.
 
     OutputTensor.Sizes[d] = InputTensors[i].Sizes[d]       (d != Axis, every i)
     OutputTensor.Sizes[Axis] = sum_i InputTensors[i].Sizes[Axis]
     Output[..., offset_i + j, ...] = InputTensors[i][..., j, ...],
         offset_i = sum of the earlier inputs' Sizes[Axis]
 
-Ranks 1 to 8 from 3_1, as DirectML 1.5's release notes say (erratum: docs/operators/join-split.md)."""
+Ranks 1 to 8 from 3_1, as DirectML 1.5's release notes say (erratum:
+docs/operators/join-split.md)."""
 from __future__ import annotations
 
 import dataclasses
@@ -29,8 +31,8 @@ class JoinOperatorDesc(WholeAxis, MoveOperatorDesc):
     C_LOWERING = 6
     BINDING = Binding("join", ((2, 3), (1, 3)), {"axis": 0}, "arrays", params="axis: int",
                       returns="of the inputs' dtype", rules="dtypes or ranks differ, ``axis`` out of range",
-                      doc="""DML_JOIN: the arrays concatenated along ``axis`` (same dtype and rank; equal sizes but
-    along ``axis``).
+                      doc="""DML_JOIN: the arrays concatenated along ``axis`` (same dtype and rank;
+    equal sizes but along ``axis``).
 
     Parameters
     ----------

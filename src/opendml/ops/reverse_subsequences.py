@@ -1,5 +1,6 @@
-"""DML_REVERSE_SUBSEQUENCES_OPERATOR_DESC: along ``Axis``, the first L elements of every sequence reversed, L read
-from ``SequenceLengthsTensor`` (sizes of the input, 1 along Axis), the rest copied,
+"""DML_REVERSE_SUBSEQUENCES_OPERATOR_DESC: along ``Axis``, the first L
+elements of every sequence reversed, L read from ``SequenceLengthsTensor``
+(sizes of the input, 1 along Axis), the rest copied,
 
     output[..., k, ...] = input[..., L - 1 - k, ...]   if k < L
                           input[..., k, ...]           otherwise
@@ -35,15 +36,18 @@ class ReverseSubsequencesOperatorDesc(SameSizes, WholeAxis, IndexOperatorDesc):
                       params="sequence_lengths: Any, axis: int", shape="The input",
                       returns="of ``x``'s dtype and shape", rules="``sequence_lengths`` of another shape, an axis out "
                       "of range", doc="""DML_REVERSE_SUBSEQUENCES: along ``axis``, the first L elements of each
-    sequence reversed (L from ``sequence_lengths``, uint32 or uint64, of ``x``'s shape with 1 along ``axis``, or
-    without that axis); lengths past the axis are clamped to it.
+    sequence reversed (L from ``sequence_lengths``, uint32 or uint64, of
+    ``x``'s shape with 1 along ``axis``, or without that axis); lengths past
+    the axis are clamped to it.
 
     Parameters
     ----------
     sequence_lengths : integer array
-        The length L of each sequence (uint32 or uint64), of any framework (moved to ``x``'s).
+        The length L of each sequence (uint32 or uint64), of any framework
+        (moved to ``x``'s).
     axis : int
-        The axis of ``x`` the sequences run along (negative values count from the end).""")
+        The axis of ``x`` the sequences run along (negative values count
+        from the end).""")
     C_INDEX = 3
     DEFAULT_INPUT_START = 1
     FIELDS = (UInt("Axis", "axis"),)

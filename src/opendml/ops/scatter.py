@@ -1,12 +1,14 @@
-"""DML_SCATTER_OPERATOR_DESC, alias DML_SCATTER_ELEMENTS_OPERATOR_DESC: the input copied, then each update written at
-the position its index gives along ``Axis`` (the counterpart of GATHER_ELEMENTS),
+"""DML_SCATTER_OPERATOR_DESC, alias DML_SCATTER_ELEMENTS_OPERATOR_DESC: the
+input copied, then each update written at the position its index gives
+along ``Axis`` (the counterpart of GATHER_ELEMENTS),
 
     output = input
     output[i, j, indices[i, j, k, ...], ...] = updates[i, j, k, ...]    (Axis 2)
 
-lowered to a ``Copy`` of the input and a ``Scatter`` pass of the updates whose destination coordinate along ``Axis``
-is read from the indices (clamped into the dimension; where indices repeat, the last update in row-major order wins).
-Errata (introduced in 2_0, as DirectML.h says): docs/operators/index-family.md."""
+lowered to a ``Copy`` of the input and a ``Scatter`` pass of the updates whose
+destination coordinate along ``Axis`` is read from the indices (clamped into
+the dimension; where indices repeat, the last update in row-major order
+wins). Errata (introduced in 2_0, as DirectML.h says): docs/operators/index-family.md."""
 from __future__ import annotations
 
 import dataclasses
@@ -37,8 +39,9 @@ class ScatterElementsOperatorDesc(SameSizes, WholeAxis, IndexOperatorDesc):
                       params="indices: Any, updates: Any, axis: int, *, check_indices: bool = True",
                       shape="The data", returns="of ``x``'s dtype and shape",
                       rules="``indices`` not of ``x``'s rank, an axis out of range", doc=f"""DML_SCATTER_ELEMENTS: a copy of ``x`` with ``out[..., indices[..., i,
-    ...], ...] = updates[..., i, ...]`` along ``axis`` (``indices`` and ``updates`` of one shape, ``x``'s but along
-    ``axis``). Where indices repeat, the last update in row-major order wins.
+    ...], ...] = updates[..., i, ...]`` along ``axis`` (``indices`` and
+    ``updates`` of one shape, ``x``'s but along ``axis``). Where indices
+    repeat, the last update in row-major order wins.
 
     Parameters
     ----------

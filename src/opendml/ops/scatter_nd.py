@@ -1,13 +1,15 @@
-"""DML_SCATTER_ND_OPERATOR_DESC: the input copied, then whole sub-blocks of the updates written at the index tuples
-of ``IndicesTensor`` (the last dimension holds the tuple, of size q),
+"""DML_SCATTER_ND_OPERATOR_DESC: the input copied, then whole sub-blocks of
+the updates written at the index tuples of ``IndicesTensor`` (the last
+dimension holds the tuple, of size q),
 
     output = input
     output[indices[j..., 0], ..., indices[j..., q-1], t...] = updates[j..., t...]
     UpdatesTensor.Sizes = {1..., IndicesTensor.Sizes[D - IndicesDimensionCount .. D-1],
                            InputTensor.Sizes[D - InputDimensionCount + q .. D]}
 
-lowered to a ``Copy`` of the input and a ``Scatter`` pass with one indexed coordinate per tuple entry (clamped into
-its dimension; where tuples repeat, the last update in row-major order wins). Errata (the closed ranges of the
+lowered to a ``Copy`` of the input and a ``Scatter`` pass with one indexed
+coordinate per tuple entry (clamped into its dimension; where tuples repeat,
+the last update in row-major order wins). Errata (the closed ranges of the
 dimension counts, GATHER_ND's size rule): docs/operators/index-family.md."""
 from __future__ import annotations
 
@@ -40,9 +42,10 @@ class ScatterNdOperatorDesc(SameSizes, _NdIndexing):
                       params="indices: Any, updates: Any, *, check_indices: bool = True", shape="The data",
                       returns="of ``x``'s dtype and shape", rules="indices without the tuples' axis, a tuple size q "
                       "outside [1, x.ndim], ``updates`` not of shape ``indices.shape[:-1] + x.shape[q:]``",
-                      doc=f"""DML_SCATTER_ND (ONNX ScatterND): a copy of ``x`` with the sub-blocks at ``indices``'
-    tuples (its last axis, q entries) replaced by ``updates`` (shape ``indices.shape[:-1] + x.shape[q:]``). Where tuples
-    repeat, the last update in row-major order wins.
+                      doc=f"""DML_SCATTER_ND (ONNX ScatterND): a copy of ``x`` with the sub-blocks at
+    ``indices``' tuples (its last axis, q entries) replaced by ``updates``
+    (shape ``indices.shape[:-1] + x.shape[q:]``). Where tuples repeat, the last
+    update in row-major order wins.
 
     Parameters
     ----------

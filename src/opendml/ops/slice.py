@@ -37,8 +37,9 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
     sizes : sequence of int
         The output's shape, one entry per axis (each >= 1).
     strides : sequence of int
-        The step between elements read, one entry per axis (each >= 1); the last element read, ``offsets + (sizes -
-        1) * strides``, must lie in ``x``.""")
+        The step between elements read, one entry per axis (each >= 1); the
+        last element read, ``offsets + (sizes - 1) * strides``, must lie in
+        ``x``.""")
     SCHEMA = "(Tensor x, SymInt[] offsets, SymInt[] sizes, int[] strides) -> Tensor"
     FIELDS = (Field("Offsets", "offsets"), Field("Sizes", "sizes"), Field("Strides", "strides"))
     SUPPORT = support({"1_0": (4, 5), "3_0": (1, 8)}, first=TYPES_1_0)
@@ -104,8 +105,8 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
 
     @staticmethod
     def framework_call(input_sizes, args, ints) -> tuple:
-        """The framework operators' form: SLICE's own (its implementation validates each call as SLICE, whatever values
-        the graph was traced for)."""
+        """The framework operators' form: SLICE's own (its implementation validates each call as SLICE,
+        whatever values the graph was traced for)."""
         return "slice", tuple(ints(v) for v in args), None
 
     def call_args(self) -> tuple:

@@ -77,7 +77,8 @@ class SliceWindow(AdjointByCall, FastPathDesc):
     TAKEN = ("OutputTensor", "output_tensor")
 
     def _check_slice_window(self, read_name: str, read: TensorDesc) -> None:
-        """One entry per dimension of ``read``, the window inside it, strides non-zero and in INT32's range."""
+        """One entry per dimension of ``read``, the window inside it, strides
+        non-zero and in INT32's range."""
         n = read.rank
         for f in self.FIELDS:
             self._ints(f.attr, f.json, n)
@@ -114,8 +115,9 @@ class SliceWindow(AdjointByCall, FastPathDesc):
         return type(self)(*self.inputs, *self.outputs, offsets, sizes, self.input_window_strides)
 
     def window_axes(self) -> tuple:
-        """(first position read, signed step, count) per axis: CopyStart walked with the window's strides (SLICE1's
-        ``gather_axes``, SLICE_GRAD's ``scatter_axes``)."""
+        """(first position read, signed step, count) per axis: CopyStart
+        walked with the window's strides (SLICE1's ``gather_axes``,
+        SLICE_GRAD's ``scatter_axes``)."""
         return tuple((o + (w - 1 if t < 0 else 0), t, n) for o, w, t, n in
                      zip(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
                          getattr(self, self.TAKEN[1]).sizes))
@@ -124,8 +126,8 @@ class SliceWindow(AdjointByCall, FastPathDesc):
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
 class Slice1OperatorDesc(SliceWindow):
-    """``OutputTensor`` may be ``None``: a packed output copying every reachable element of the window
-    (``max_copied_elements`` per dimension) is derived."""
+    """``OutputTensor`` may be ``None``: a packed output copying every reachable
+    element of the window (``max_copied_elements`` per dimension) is derived."""
 
     input_tensor: TensorDesc
     output_tensor: TensorDesc | None
@@ -140,20 +142,23 @@ class Slice1OperatorDesc(SliceWindow):
                       params="window_offsets: Sequence[int], window_sizes: Sequence[int], "
                              "window_strides: Sequence[int], output_sizes: Sequence[int] | None = None",
                       route="plan", returns="of ``x``'s dtype and shape ``output_sizes``",
-                      rules="a window reaching outside ``x``, a zero stride", doc="""DML_SLICE1: a window of ``x`` walked with signed strides (a negative stride starts at the window's end).
-    ``output_sizes`` defaults to every reachable element: ``1 + (window_sizes - 1) // |window_strides|``.
+                      rules="a window reaching outside ``x``, a zero stride", doc="""DML_SLICE1: a window of ``x`` walked with signed strides (a negative
+    stride starts at the window's end). ``output_sizes`` defaults to every
+    reachable element: ``1 + (window_sizes - 1) // |window_strides|``.
 
     Parameters
     ----------
     window_offsets : sequence of int
         Where the window starts, one entry per axis (each >= 0).
     window_sizes : sequence of int
-        The window's sizes, one entry per axis (each >= 1); the window must lie in ``x``: ``window_offsets +
-        window_sizes <= x.shape``.
+        The window's sizes, one entry per axis (each >= 1); the window must
+        lie in ``x``: ``window_offsets + window_sizes <= x.shape``.
     window_strides : sequence of int
-        The step per axis: non-zero, in INT32's range; a negative stride walks the window from its last element.
+        The step per axis: non-zero, in INT32's range; a negative stride
+        walks the window from its last element.
     output_sizes : sequence of int or None, optional
-        The output's shape, at most the reachable elements per axis; None (the default) takes them all.""")
+        The output's shape, at most the reachable elements per axis; None
+        (the default) takes them all.""")
     SCHEMA = ("(Tensor x, SymInt[] window_offsets, SymInt[] window_sizes, int[] window_strides) -> Tensor")
     SUPPORT = support({"2_1": (4, 5), "3_0": (1, 8)})
 
@@ -215,9 +220,9 @@ class Slice1OperatorDesc(SliceWindow):
         offsets, sizes, strides = (ints(v) for v in args[:3])
         if len(args) > 3 and args[3] is not None:
             counts = ints(args[3])
-            # (the call was validated; on symbolic counts, under torch.compile's dynamic shapes, each truth value is a
-            # guard: a later count out of the window's reach traces the call again, whose validation raises the array
-            # API's error, not the derived window's)
+            # (the call was validated; on symbolic counts, under torch.compile's dynamic shapes, each truth
+            # value is a guard: a later count out of the window's reach traces the call again, whose
+            # validation raises the array API's error, not the derived window's)
             check_taken("SLICE1", "OutputTensor", counts, sizes, strides)
             offsets, sizes = reaching_window(offsets, sizes, strides, counts)
         return "slice1", (offsets, sizes, strides), None
@@ -266,8 +271,8 @@ def _plain_window(sizes, offsets, window, steps) -> tuple | None:
 
 
 def plain_lowering(in_sizes: tuple, offsets, window, steps, output_sizes=None) -> tuple[tuple, list, tuple] | None:
-    """``(output sizes, starts, steps)``: the packed output's element ``c`` is the input's element ``starts + steps *
-    c`` (see ``opendml.ops``)."""
+    """``(output sizes, starts, steps)``: the packed output's element ``c`` is
+    the input's element ``starts + steps * c`` (see ``opendml.ops``)."""
     got = _plain_window(in_sizes, offsets, window, steps)
     if got is None:
         return None

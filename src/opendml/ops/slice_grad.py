@@ -1,11 +1,12 @@
-"""DML_SLICE_GRAD_OPERATOR_DESC: the adjoint of SLICE1. The output gradient has the shape of SLICE1's input; every
-element SLICE1 would have read receives the matching input-gradient value, every other element is 0:
+"""DML_SLICE_GRAD_OPERATOR_DESC: the adjoint of SLICE1. The output gradient has
+the shape of SLICE1's input; every element SLICE1 would have read receives the
+matching input-gradient value, every other element is 0:
 
     CopyStart = InputWindowOffsets (+ InputWindowSizes - 1 where the stride is negative)
     OutputGradient[CopyStart + InputWindowStrides * c] = InputGradient[c]   (0 elsewhere)
 
-SLICE1's rules read backwards (``SliceWindow``): the window must fit the OUTPUT gradient, and the input gradient's
-sizes are SLICE1's output sizes."""
+SLICE1's rules read backwards (``SliceWindow``): the window must fit the
+OUTPUT gradient, and the input gradient's sizes are SLICE1's output sizes."""
 from __future__ import annotations
 
 import dataclasses
@@ -22,8 +23,9 @@ from .slice1 import _plain_window as _slice1_window
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
 class SliceGradOperatorDesc(SliceWindow):
-    """``OutputGradientTensor`` is required (it has the shape of SLICE1's input, which the window does not determine).
-    ``input_tensor``/``output_tensor`` are the two gradient tensors, for code shared by every operator."""
+    """``OutputGradientTensor`` is required (it has the shape of SLICE1's input,
+    which the window does not determine). ``input_tensor``/``output_tensor``
+    are the two gradient tensors, for code shared by every operator."""
 
     input_gradient_tensor: TensorDesc
     output_gradient_tensor: TensorDesc
@@ -48,8 +50,9 @@ class SliceGradOperatorDesc(SliceWindow):
     input_sizes : sequence of int
         The shape of the result (``slice1``'s input), one entry per axis.
     window_offsets, window_sizes, window_strides : sequence of int
-        ``slice1``'s window, as ``slice1`` takes it (strides non-zero, negative ones walking from the window's end);
-        the window must lie in ``input_sizes``.""")
+        ``slice1``'s window, as ``slice1`` takes it (strides non-zero,
+        negative ones walking from the window's end); the window must lie in
+        ``input_sizes``.""")
     SCHEMA = ("(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets, SymInt[] window_sizes, "
               "int[] window_strides) -> Tensor")
     TAKEN = ("InputGradientTensor", "input_gradient_tensor")
@@ -95,13 +98,14 @@ class SliceGradOperatorDesc(SliceWindow):
     @staticmethod
     def output_sizes_of(input_sizes, output_gradient_sizes, window_offsets=None, window_sizes=None,
                         window_strides=None) -> tuple:
-        """The output gradient's sizes: SLICE1's input sizes, which the call gives (SLICE_GRAD's shape rule)."""
+        """The output gradient's sizes: SLICE1's input sizes, which the call
+        gives (SLICE_GRAD's shape rule)."""
         return tuple(output_gradient_sizes)
 
     @staticmethod
     def adjoint_call(input_sizes, args) -> tuple:
-        """The adjoint as an array-API call: SLICE1 of the window, taking the input gradient's sizes
-        (``input_sizes``)."""
+        """The adjoint as an array-API call: SLICE1 of the window, taking the
+        input gradient's sizes (``input_sizes``)."""
         _, offsets, sizes, strides = args
         return "slice1", (list(offsets), list(sizes), list(strides), list(input_sizes)), None
 
@@ -127,9 +131,10 @@ class SliceGradOperatorDesc(SliceWindow):
     scatter_axes = SliceWindow.window_axes
 
     def _passes(self, layouts):
-        """One ``SliceScatter`` pass, walking output positions upwards: where a stride is negative, position ``first +
-        |stride| * i`` receives input-gradient element ``taken - 1 - i``, so that dimension's input stride is negated
-        and its origin moved to the last element."""
+        """One ``SliceScatter`` pass, walking output positions upwards: where
+        a stride is negative, position ``first + |stride| * i`` receives
+        input-gradient element ``taken - 1 - i``, so that dimension's input
+        stride is negated and its origin moved to the last element."""
         ((ts, origin),) = layouts
         grad, out = self.input_gradient_tensor, self.output_gradient_tensor
         first, step, back = window_walk(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
@@ -141,8 +146,9 @@ class SliceGradOperatorDesc(SliceWindow):
 
 
 def _plain_window(dims, taken, offsets, window, steps) -> tuple | None:
-    """SLICE1's ``_plain_window`` on the output gradient (``dims``), at most the reachable elements taken (``taken``,
-    the input gradient's sizes, one per dimension): ``(offsets, window, steps)`` as tuples, else None."""
+    """SLICE1's ``_plain_window`` on the output gradient (``dims``), at most
+    the reachable elements taken (``taken``, the input gradient's sizes, one
+    per dimension): ``(offsets, window, steps)`` as tuples, else None."""
     got = _slice1_window(dims, offsets, window, steps)
     if got is None or any(g > most for g, most in zip(taken, got[3])):
         return None
@@ -150,8 +156,9 @@ def _plain_window(dims, taken, offsets, window, steps) -> tuple | None:
 
 
 def plain_lowering(in_sizes: tuple, input_sizes, offsets, window, steps) -> tuple | None:
-    """``(output sizes, first, step, reversed)`` per dimension, ``reversed`` where the window stride is negative (the
-    input gradient's dimension is then walked backwards; see ``opendml.ops``)."""
+    """``(output sizes, first, step, reversed)`` per dimension, ``reversed``
+    where the window stride is negative (the input gradient's dimension is
+    then walked backwards; see ``opendml.ops``)."""
     n = len(in_sizes)
     dims = plain_ints(input_sizes, n)
     if dims is None or n > MAX_RANK:
@@ -166,9 +173,10 @@ def plain_lowering(in_sizes: tuple, input_sizes, offsets, window, steps) -> tupl
 
 
 def window_walk(offsets, window, steps, taken) -> tuple[list, list, list]:
-    """``(first, step, reversed)`` per dimension of the positions a SLICE1 window (taking ``taken`` elements per
-    dimension) reads and SLICE_GRAD's writes, walked upwards: a negative stride starts at the last element read
-    (``first_positions``), its dimension walked backwards (1)."""
+    """``(first, step, reversed)`` per dimension of the positions a SLICE1
+    window (taking ``taken`` elements per dimension) reads and SLICE_GRAD's
+    writes, walked upwards: a negative stride starts at the last element
+    read (``first_positions``), its dimension walked backwards (1)."""
     first, step, back = [], [], []
     for o, s, w, g in zip(offsets, window, steps, taken):
         first.append(o if w > 0 else o + (s - 1) + w * (g - 1))

@@ -1,13 +1,14 @@
-"""DML_SPACE_TO_DEPTH, DML_DEPTH_TO_SPACE and their ``1`` versions (which add ``Order``): blocks of ``BlockSize x
-BlockSize`` spatial elements moved into channels and back, on 4-D tensors ``{N, C, H, W}``. With ``b = BlockSize``:
+"""DML_SPACE_TO_DEPTH, DML_DEPTH_TO_SPACE and their ``1`` versions (which add
+``Order``): blocks of ``BlockSize x BlockSize`` spatial elements moved into
+channels and back, on 4-D tensors ``{N, C, H, W}``. With ``b = BlockSize``:
 
     space {N, C, H*b, W*b}  <->  depth {N, C*b*b, H, W}
     depth channel = (bh*b + bw)*C + c   for DEPTH_COLUMN_ROW (DCR; SPACE_TO_DEPTH and DEPTH_TO_SPACE)
                   = c*b*b + bh*b + bw   for COLUMN_ROW_DEPTH (CRD)
     space[n, c, h*b + bh, w*b + bw] = depth[n, channel, h, w]
 
-Both directions are one 6-D copy (n, bh, bw, c, h, w). Errata (the pages' output sizes, BlockSize's rule):
-docs/operators/space-depth.md."""
+Both directions are one 6-D copy (n, bh, bw, c, h, w). Errata (the pages'
+output sizes, BlockSize's rule): docs/operators/space-depth.md."""
 from __future__ import annotations
 
 import dataclasses
@@ -136,8 +137,9 @@ def _binding(function, inputs, args, summary, before, after, rule):
     block_size : int
         ``b``, the block's height and width.
     order : str or DepthSpaceOrder, optional
-        ``"DCR"`` (the default, ``"DEPTH_COLUMN_ROW"``) or ``"CRD"`` (``"COLUMN_ROW_DEPTH"``), any case, a
-        ``DepthSpaceOrder`` or its int value.""")
+        ``"DCR"`` (the default, ``"DEPTH_COLUMN_ROW"``) or ``"CRD"``
+        (``"COLUMN_ROW_DEPTH"``), any case, a ``DepthSpaceOrder`` or its
+        int value.""")
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -146,8 +148,8 @@ class SpaceToDepth1OperatorDesc(_SpaceDepth1):
     OPERATOR = "SPACE_TO_DEPTH1"
     C_LOWERING = 4
     BINDING = _binding("space_to_depth", ((1, 2, 4, 6),), {"block_size": 2, "order": "CRD"},
-                       """(N, C, H*b, W*b) -> (N, C*b*b, H, W), the depth index being (bh, bw, c) for "DCR" or
-    (c, bh, bw) for "CRD".""", "(N, C, H * b, W * b)",
+                       """(N, C, H*b, W*b) -> (N, C*b*b, H, W), the depth
+    index being (bh, bw, c) for "DCR" or (c, bh, bw) for "CRD".""", "(N, C, H * b, W * b)",
                        "(N, C * b * b, H, W)", "H or W not a multiple of ``block_size``")
 
 

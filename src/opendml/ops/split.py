@@ -1,4 +1,5 @@
-"""DML_SPLIT_OPERATOR_DESC: the input cut along ``Axis`` into the outputs; the inverse of JOIN.
+"""DML_SPLIT_OPERATOR_DESC: the input cut along ``Axis`` into the outputs; the
+inverse of JOIN.
 
     OutputTensors[i].Sizes[d] = InputTensor.Sizes[d]       (d != Axis)
     sum_i OutputTensors[i].Sizes[Axis] = InputTensor.Sizes[Axis]
@@ -30,15 +31,16 @@ class SplitOperatorDesc(WholeAxis, MoveOperatorDesc):
     BINDING = Binding("split", ((4, 3),), {"axis": 0, "sizes": [1, 3]}, params="axis: int, sizes: Sequence[int]",
                       returns="per entry of ``sizes``, of ``x``'s dtype",
                       rules="``sizes`` empty or not summing to ``x.shape[axis]``, ``axis`` out of range",
-                      doc="""DML_SPLIT: ``x`` cut along ``axis`` into arrays of ``sizes[i]`` elements there (the
-    sizes sum to ``x.shape[axis]``); returns a list.
+                      doc="""DML_SPLIT: ``x`` cut along ``axis`` into arrays of ``sizes[i]`` elements
+    there (the sizes sum to ``x.shape[axis]``); returns a list.
 
     Parameters
     ----------
     axis : int
         The axis to cut along; negative values count from the end.
     sizes : sequence of int
-        The length of each piece along ``axis``, each >= 1, summing to ``x.shape[axis]``.""")
+        The length of each piece along ``axis``, each >= 1, summing to
+        ``x.shape[axis]``.""")
     SLOTS = (Tensor("InputTensor", "input_tensor", "input"),
              Tensor("OutputTensors", "output_tensors", "output", many=True))
     FIELDS = (UInt("Axis", "axis"),)

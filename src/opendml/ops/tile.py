@@ -1,10 +1,12 @@
-"""DML_TILE_OPERATOR_DESC: the input repeated ``Repeats[i]`` times along each dimension,
+"""DML_TILE_OPERATOR_DESC: the input repeated ``Repeats[i]`` times along each
+dimension,
 
     OutputTensor.Sizes[i] = InputTensor.Sizes[i] * Repeats[i]
     Output[o] = Input[o mod InputTensor.Sizes]
 
-lowered to one copy over 2 x DimensionCount axes (tile index, then position inside the tile), the tile axes reading
-with stride 0. No FLOAT64, as the page's 4_1 table says (docs/operators/tile.md)."""
+lowered to one copy over 2 x DimensionCount axes (tile index, then position
+inside the tile), the tile axes reading with stride 0. No FLOAT64, as the
+page's 4_1 table says (docs/operators/tile.md)."""
 from __future__ import annotations
 
 import dataclasses
@@ -20,9 +22,10 @@ _TILE_4_1 = TYPES_2_1 | {_T.INT64, _T.UINT64}
 
 
 def numpy_repeats(value, rank: int):
-    """``repeats`` by NumPy's rule (``numpy.tile``): an int, or a sequence shorter than the rank, has ones prepended
-    (an int ``r`` is ``(1, ..., 1, r)``: only the last axis repeats); anything else goes to the description as
-    given."""
+    """``repeats`` by NumPy's rule (``numpy.tile``): an int, or a sequence
+    shorter than the rank, has ones prepended (an int ``r`` is ``(1, ...,
+    1, r)``: only the last axis repeats); anything else goes to the
+    description as given."""
     n = scalar_int(value)
     if n is not None:
         return (1,) * (rank - 1) + (n,)
@@ -43,16 +46,20 @@ class TileOperatorDesc(MoveOperatorDesc):
     C_LOWERING = 2
     BINDING = Binding("tile", ((2, 3),), {"repeats": [2, 1]}, params="repeats: Ints",
                       returns="of ``x``'s dtype and shape ``x.shape * repeats``",
-                      rules="``repeats`` longer than ``x.ndim``, an entry < 1", doc="""DML_TILE: ``x`` repeated ``repeats[i]`` times along axis i; ``out.shape == x.shape *
-    repeats``. ``repeats`` follows ``numpy.tile``'s rule: a sequence shorter than ``x.ndim`` has ones prepended, and an
-    int ``r`` is ``(1, ..., 1, r)`` (only the last axis repeats: ``tile(x, 2)`` of a (3, 4) array is (3, 8)).
+                      rules="``repeats`` longer than ``x.ndim``, an entry < 1", doc="""DML_TILE: ``x`` repeated ``repeats[i]`` times along axis i;
+    ``out.shape == x.shape * repeats``. ``repeats`` follows ``numpy.tile``'s
+    rule: a sequence shorter than ``x.ndim`` has ones prepended, and an int
+    ``r`` is ``(1, ..., 1, r)`` (only the last axis repeats: ``tile(x, 2)``
+    of a (3, 4) array is (3, 8)).
 
     Parameters
     ----------
     repeats : int or sequence of int
-        The repeat count per axis, each >= 1: one entry per axis of ``x``, or fewer (ones are prepended for the leading
-        axes), or an int (the last axis' count). More entries than ``x`` has axes are refused (``numpy.tile`` would
-        add leading axes of size 1: reshape ``x`` first).""")
+        The repeat count per axis, each >= 1: one entry per axis of ``x``,
+        or fewer (ones are prepended for the leading axes), or an int (the
+        last axis' count). More entries than ``x`` has axes are refused
+        (``numpy.tile`` would add leading axes of size 1: reshape ``x``
+        first).""")
     FIELDS = (Field("Repeats", "repeats"),)
     COUNTS = {"RepeatsCount": "Repeats"}
     SUPPORT = support({"1_0": 4, "3_1": (1, 8)}, types={"1_0": FLOAT16_32, "2_1": TYPES_2_1, "4_1": _TILE_4_1})
@@ -80,8 +87,9 @@ class TileOperatorDesc(MoveOperatorDesc):
             dst += [n * o, o]
         yield Copy(0, 0, tuple(sizes), origin, tuple(src), 0, tuple(dst))
 
-    # differentiation (see ``_spec``): TILE's adjoint sums the gradient over the tiles: viewed as (Repeats[0],
-    # Sizes[0], Repeats[1], Sizes[1], ...), the tile axes are summed away. (No DirectML data-movement operator sums.)
+    # differentiation (see ``_spec``): TILE's adjoint sums the gradient over the
+    # tiles: viewed as (Repeats[0], Sizes[0], Repeats[1], Sizes[1], ...), the
+    # tile axes are summed away. (No DirectML data-movement operator sums.)
 
     def adjoint(self, api, grad):
         sizes = self.input_tensor.sizes

@@ -2,8 +2,8 @@
 
     BlocksPerDimension[d] = (SpatialSize[d] + StartPadding[d] + EndPadding[d]
                              - Dilations[d] * (WindowSizes[d] - 1) - 1) / Strides[d] + 1
-    Output sizes: (N, C x prod(WindowSizes), prod(BlocksPerDimension)), optionally preceded by 1s up to the input's
-    DimensionCount (erratum 4).
+    Output sizes: (N, C x prod(WindowSizes), prod(BlocksPerDimension)),
+    optionally preceded by 1s up to the input's DimensionCount (erratum 4).
     Output[n, c * prod(WindowSizes) + k, b] = Input[n, c, b*Strides + k*Dilations - StartPadding]
     (k and b row-major multi-indices; 0 outside the input).
 """
@@ -36,8 +36,8 @@ def blocks_per_dimension(spatial, window_sizes, strides, dilations, start_paddin
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class _Windowed(AdjointByCall, FastPathDesc):
-    """UNFOLD's and FOLD's fields, tables and the window's block grid over the spatial sizes of ``SPATIAL`` (UNFOLD's
-    input, FOLD's output)."""
+    """UNFOLD's and FOLD's fields, tables and the window's block grid over
+    the spatial sizes of ``SPATIAL`` (UNFOLD's input, FOLD's output)."""
 
     input_tensor: TensorDesc
     output_tensor: TensorDesc | None
@@ -96,7 +96,8 @@ WINDOW_DOC = """    window_sizes : int or sequence of int
     strides : int or sequence of int, optional
         The step between windows per spatial axis, each >= 1 (default 1).
     dilations : int or sequence of int, optional
-        The step between a window's elements per spatial axis, each >= 1 (default 1)."""
+        The step between a window's elements per spatial axis, each >= 1
+        (default 1)."""
 
 
 @stored_init
@@ -110,15 +111,16 @@ class UnfoldOperatorDesc(_Windowed):
                       params="window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, start_padding: Ints = 0, "
                              "end_padding: Ints = 0", route="plan", shape="The input of shape (N, C, *spatial)",
                       returns="of ``x``'s dtype and shape (N, C * prod(window_sizes), BlockCount)",
-                      rules="a dilated window larger than the padded input", doc=f"""DML_UNFOLD (im2col) over the spatial axes of ``x`` (shape (N, C, *spatial)): ``out.shape == (N, C *
-    prod(window_sizes), prod(blocks))``. Scalars apply to every spatial axis.
+                      rules="a dilated window larger than the padded input", doc=f"""DML_UNFOLD (im2col) over the spatial axes of ``x`` (shape (N, C, *spatial)):
+    ``out.shape == (N, C * prod(window_sizes), prod(blocks))``. Scalars apply to
+    every spatial axis.
 
     Parameters
     ----------
 {WINDOW_DOC}
     start_padding, end_padding : int or sequence of int, optional
-        Zeros added before and after each spatial axis (default 0); the dilated window must fit the padded
-        input.""")
+        Zeros added before and after each spatial axis (default 0); the
+        dilated window must fit the padded input.""")
     SCHEMA = ("(Tensor x, int[] window_sizes, int[] strides, int[] dilations, int[] start_padding, "
               "int[] end_padding) -> Tensor")
 
@@ -168,8 +170,8 @@ class UnfoldOperatorDesc(_Windowed):
 
     @staticmethod
     def output_sizes_of(input_sizes, window_sizes, strides, dilations, start_padding, end_padding) -> tuple:
-        """``(N, C x prod(WindowSizes), BlockCount)`` for an input of ``input_sizes`` (N, C, *spatial); FOLD's input
-        rule too."""
+        """``(N, C x prod(WindowSizes), BlockCount)`` for an input of
+        ``input_sizes`` (N, C, *spatial); FOLD's input rule too."""
         n, c, *spatial = input_sizes
         blocks = blocks_per_dimension(spatial, window_sizes, strides, dilations, start_padding, end_padding)
         return (n, c * math.prod(window_sizes), math.prod(blocks))
@@ -227,9 +229,11 @@ def _packed_sizes(in_sizes, k: int, blocks: int) -> tuple | None:
 
 
 def plain_window_fields(window, strides, dilations, start, end, spatial, max_dims: int) -> tuple | None:
-    """UNFOLD's and FOLD's five window fields over the spatial sizes ``spatial`` (the input's for UNFOLD, the output's
-    for FOLD), where they are plain valid values (1 to ``max_dims`` axes, each window fitting its padded axis):
-    ``(window, strides, dilations, start, end, window_count, block_count, blocks_per_axis)``; None for anything else,
+    """UNFOLD's and FOLD's five window fields over the spatial sizes
+    ``spatial`` (the input's for UNFOLD, the output's for FOLD), where they
+    are plain valid values (1 to ``max_dims`` axes, each window
+    fitting its padded axis): ``(window, strides, dilations, start, end,
+    window_count, block_count, blocks_per_axis)``; None for anything else,
     which the operator's rule-by-rule checks then name."""
     window = plain_ints(window, None)
     if window is None:
