@@ -286,22 +286,18 @@ INDEX_CLAMP, INDEX_SKIP = 0, 1
 
 @dataclasses.dataclass(frozen=True)
 class IndexAxis:
-    """One data coordinate taken from an index tensor. For each position d of
-    the pass's index space, the value ``v = indices[index_offset +
-    sum(d*index_strides)]`` (input slot ``index``, an INT32/INT64/UINT32/UINT64
-    tensor; the plan's ``in_types`` say which) gives a coordinate c in
-    ``[0, bound)``, and the data offset moves by ``c * stride``:
+    """One data coordinate read from an index tensor: at each position d of the pass's index space, ``v =
+    indices[index_offset + sum(d*index_strides)]`` (input slot ``index``, INT32/INT64/UINT32/UINT64 as the plan's
+    ``in_types`` say) gives a coordinate c in ``[0, bound)``, moving the data offset by ``c * stride``:
 
-    * ``INDEX_POSITION``: c = v; with a signed index type a negative v counts
-      from the end (``v + bound``). Outside ``[0, bound)`` after that:
-      ``INDEX_CLAMP`` clamps to ``[0, bound - 1]``, ``INDEX_SKIP`` drops the
-      element (a ``Gather`` never skips).
-    * ``INDEX_REVERSE_LENGTH``: L = min(v, bound) (lengths are unsigned); with
-      e the pass coordinate along ``axis``, c = L - 1 - e where e < L, else e.
+    * ``INDEX_POSITION``: c = v, a negative v of a signed type counting from the end (``v + bound``); still outside
+      ``[0, bound)``: ``INDEX_CLAMP`` clamps to ``[0, bound - 1]``, ``INDEX_SKIP`` drops the element (a ``Gather`` never
+      skips).
+    * ``INDEX_REVERSE_LENGTH``: L = min(v, bound) (lengths are unsigned); with e the pass coordinate along ``axis``, c =
+      L - 1 - e where e < L, else e.
 
-    Values are compared exactly whatever their type (no wrap-around of huge
-    unsigned values), so no index value can move an access outside
-    ``[0, bound)``."""
+    Values compare exactly whatever their type (huge unsigned values do not wrap), so no index value moves an access
+    outside ``[0, bound)``."""
     index: int
     index_offset: int
     index_strides: tuple[int, ...]     # signed, elements, one per pass dimension

@@ -1,28 +1,21 @@
-"""DxDispatch models: Microsoft's JSON format for running DirectML operators,
-run by opendml on the CPU or a CUDA GPU.
+"""DxDispatch models (Microsoft's JSON format for running DirectML operators), run by opendml on the CPU or a CUDA GPU.
 
-A model has ``resources`` (byte buffers with initial values), ``dispatchables``
-(DirectML operators, ``"type": "DML_OPERATOR_SLICE1"``, whose ``desc`` uses
-DirectML's field names) and ``commands`` run in order (``dispatch`` with
-``bindings``, ``print``, ``writeFile``). The format is DxDispatch's
-(``DxDispatch/doc/Guide.md`` in microsoft/DirectML)::
+A model has ``resources`` (byte buffers with initial values), ``dispatchables`` (DirectML operators, ``"type":
+"DML_OPERATOR_SLICE1"``, their ``desc`` in DirectML's field names) and ``commands`` run in order (``dispatch`` with
+``bindings``, ``print``, ``writeFile``), in DxDispatch's format (``DxDispatch/doc/Guide.md`` in microsoft/DirectML)::
 
     results = opendml.dxdispatch.run("model.json", device="cpu", feature_level="6_4")
     results["output"]     # every resource after the last command: a 1-D array of
                           # its initialValuesDataType holding the whole buffer
 
-The model runs as DxDispatch runs it: every resource allocated and
-initialised, every dispatchable created, compiled and initialised, every
-command's bindings resolved and checked by DirectML's binding rules
-(``elementOffset``/``elementCount`` in units of ``elementSizeInBytes``,
-default the resource's type's size), then the commands in order. Bytes no
-output element covers keep their values; no file is written before every
-command has run.
+The model runs as DxDispatch runs it: every resource allocated and initialised, every dispatchable created, compiled and
+initialised, every command's bindings resolved and checked by DirectML's binding rules
+(``elementOffset``/``elementCount`` in units of ``elementSizeInBytes``, by default the resource's type's size), then the
+commands in order. Bytes no output element covers keep their values; no file is written before every command has run.
 
-The operator descriptions are read generically from ``opendml.ops``: each
-operator there is dispatchable, and an operator DirectML has but opendml does
-not raises ``UnsupportedError`` naming it. Errors name the resource,
-dispatchable or command, the field and the rule.
+The operator descriptions are read generically from ``opendml.ops``, each operator there dispatchable; one DirectML has
+but opendml does not raises ``UnsupportedError`` naming it. Errors name the resource, dispatchable or command, the field
+and the rule.
 """
 from __future__ import annotations
 

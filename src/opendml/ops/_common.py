@@ -41,16 +41,12 @@ class SupportRow:
 
 def support(ranks: dict, first: frozenset | None = None, wide: str = "4_1", types: dict | None = None,
             **slots: dict) -> tuple[SupportRow, ...]:
-    """An operator's ``SUPPORT``: its page's tables, written as the steps each
-    fact takes. Each argument maps a feature level (``"3_1"``) to the value
-    from that level on. ``ranks``: the tensors' ranks (``4``, or ``(1, 8)``
-    for 1 to 8); its first level is the operator's first table (its
-    ``INTRODUCED``). ``types``: the element types; by default the family's
-    progression: ``first`` at the first level where given, the eight 8- to
-    32-bit types (``TYPES_2_1``) from 2_1, all 11 (``TYPES_4_1``) from
-    ``wide``. ``slots``: tensors with types of their own, by DirectML name
-    (``IndicesTensor={"1_0": ..., "3_0": ...}``). A row stands at each level
-    where something changes."""
+    """An operator's ``SUPPORT``: its page's tables, written as the steps each fact takes, each argument mapping a
+    feature level (``"3_1"``) to the value from that level on. ``ranks``: the tensors' ranks (``4``, or ``(1, 8)``
+    for 1 to 8), its first level the operator's first table (``INTRODUCED``). ``types``: the element types, by
+    default the family's progression: ``first`` at the first level where given, the eight 8- to 32-bit types
+    (``TYPES_2_1``) from 2_1, all 11 (``TYPES_4_1``) from ``wide``. ``slots``: tensors with types of their own, by
+    DirectML name (``IndicesTensor={"1_0": ..., "3_0": ...}``). A row stands at each level where something changes."""
     def steps(table: dict) -> list:
         return sorted(((FeatureLevel.parse(k), v) for k, v in table.items()), key=lambda kv: kv[0])
 
@@ -124,52 +120,38 @@ def _first_of(slot: Tensor):
 
 
 class OperatorDesc:
-    """Base of the operator descriptions. Subclasses are frozen dataclasses
-    that check every level-independent rule on construction, declare the
-    class attributes below and ``_passes(layouts)``, the passes of their move
-    program, which ``lower`` frames into the one plan type
-    (``plan.MovePlan``) for every operator.
+    """Base of the operator descriptions: frozen dataclasses that check every level-independent rule on construction and
+    declare the class attributes below and ``_passes(layouts)``, their move program's passes, which ``lower`` frames
+    into every operator's one plan type (``plan.MovePlan``).
 
     Attributes
     ----------
     OPERATOR : str
         DirectML's operator name without ``DML_OPERATOR_`` (``"SLICE1"``).
     TYPE_VALUE : int
-        Its ``DML_OPERATOR_TYPE`` value (derived: its index in
-        ``_spec.OPERATOR_TYPES``).
+        Its ``DML_OPERATOR_TYPE`` value (derived: its index in ``_spec.OPERATOR_TYPES``).
     INTRODUCED : FeatureLevel
-        The feature level that introduced the operator (``SUPPORT``'s first
-        row's level).
+        The feature level that introduced the operator (derived: ``SUPPORT``'s first level).
     SUPPORT : tuple of SupportRow
-        The page's tensor-support tables, one row per feature level (written
-        with ``support``).
+        The page's tensor-support tables, a row per feature level (written with ``support``).
     SLOTS : tuple of _spec.Tensor
-        The tensor slots in the struct's order. An operator of single
-        tensors, one output last, may instead give ``TENSORS`` and
-        ``OUTPUT_DERIVABLE``, from which ``SLOTS`` is derived (and they from
-        ``SLOTS`` otherwise).
+        The tensor slots in the struct's order. An operator of single tensors, its one output last, may give ``TENSORS``
+        and ``OUTPUT_DERIVABLE`` instead, ``SLOTS`` then derived from them (else they from ``SLOTS``).
     TENSORS : tuple of str
-        The DirectML names of the tensor slots; by default read from the
-        dataclass fields named ``*_tensor`` (``input_tensor`` is
+        The slots' DirectML names; by default from the dataclass fields named ``*_tensor`` (``input_tensor``:
         ``InputTensor``).
     FIELDS : tuple
-        The other fields (``_spec`` kinds: ``Field``/``IntArray``, ``UInt``,
-        ``Int``, ``Float``, ``Bool``, ``Enum``, ``ScalarUnion``, ``Struct``)
-        in the struct's order.
+        The other fields in the struct's order (``_spec`` kinds: ``Field``/``IntArray``, ``UInt``, ``Int``, ``Float``,
+        ``Bool``, ``Enum``, ``ScalarUnion``, ``Struct``).
     COUNTS : dict[str, str]
-        DirectML's count fields (``DimensionCount``, ``InputCount``,
-        ``RepeatsCount``...) mapped to the JSON name of the array each
-        counts; by default ``DimensionCount`` counts the first integer-array
-        field.
+        DirectML's count fields (``DimensionCount``, ``InputCount``, ``RepeatsCount``...) mapped to the JSON name of the
+        array each counts; by default ``DimensionCount`` counts the first integer-array field.
     OUTPUT_DERIVABLE : bool
-        Whether every output slot is optional (derived from the inputs when
-        None is given).
+        Whether every output slot is optional (derived from the inputs where None).
     DEFAULT_INPUT_START : int
-        The first value of the pages' example inputs (1 by default: 1, 2,
-        ...; or 0, 1, ...).
+        The first value of the pages' example inputs (1 by default: 1, 2, ...; or 0, 1, ...).
     inputs : tuple of TensorDesc
-        Every input tensor, in slot order (a ``many`` slot spread out);
-        ``input_tensor`` is the first.
+        Every input tensor, in slot order (a ``many`` slot spread out); ``input_tensor`` is the first.
     outputs : tuple of TensorDesc
         Every output tensor, in slot order; ``output_tensor`` is the first.
     """

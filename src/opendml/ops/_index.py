@@ -1,17 +1,12 @@
-"""What the index-driven operators share (GATHER, GATHER_ELEMENTS, GATHER_ND,
-GATHER_ND1, SCATTER_ELEMENTS, SCATTER_ND, ONE_HOT, REVERSE_SUBSEQUENCES):
-their index types per feature level, their support tables as data, the
-checks every page repeats (an index tensor of an integer type, tensors of
-one DimensionCount, leading dimensions that "are ignored" being 1), and
-the lowering helpers to the move program's indexed passes (``plan.Gather``,
-``plan.Scatter``, ``plan.IndexAxis``).
+"""What the index-driven operators (GATHER, GATHER_ELEMENTS, GATHER_ND, GATHER_ND1, SCATTER_ELEMENTS, SCATTER_ND,
+ONE_HOT, REVERSE_SUBSEQUENCES) share: index types per feature level, support tables as data, the checks every page
+repeats (an integer index tensor, one DimensionCount for all tensors, leading dimensions that "are ignored" being 1),
+and lowering helpers to the indexed passes (``plan.Gather``, ``plan.Scatter``, ``plan.IndexAxis``).
 
-A description holds no data, so index values are never checked here; the
-passes make every value safe (``plan.IndexAxis``): the gathers and scatters
-clamp a coordinate into its dimension (GATHER's page's rule, applied to
-all), ONE_HOT skips an index outside ``[-depth, depth)``,
-REVERSE_SUBSEQUENCES clamps a length to the axis; repeated scatter indices:
-the last write in row-major order of the indices wins, on every backend
+A description holds no data, so index values are never checked here; the passes make every value safe
+(``plan.IndexAxis``): the gathers and scatters clamp a coordinate into its dimension (GATHER's page's rule, applied
+to all), ONE_HOT skips an index outside ``[-depth, depth)``, REVERSE_SUBSEQUENCES clamps a length to the axis; of
+repeated scatter indices the last write in the indices' row-major order wins, on every backend
 (docs/operators/index-family.md)."""
 from __future__ import annotations
 
@@ -253,21 +248,16 @@ class _OfPrimal(IndexOperatorDesc):
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class IndexAdjointDesc(_OfPrimal):
-    """The adjoint of an index-driven operator's linear part with respect to
-    its data input ``wrt``, applied to a gradient of the operator's output
-    (``GradientTensor``) for the operator's indices (``IndicesTensor``): a
-    packed tensor of that input's sizes. Not a DirectML operator (none sums):
-    opendml's differentiation runs it. Built from the primal's own passes,
-    each transposed:
+    """The adjoint of an index-driven operator's linear part in its data input ``wrt``, applied to a gradient of its
+    output (``GradientTensor``) for its indices (``IndicesTensor``): a packed tensor of that input's sizes. Not a
+    DirectML operator (none sums): opendml's differentiation runs it, built from the primal's own passes, each
+    transposed:
 
-    * a ``Gather`` reading the input: zero the result, then an accumulating
-      ``Scatter`` of the gradient at the same positions (repeated indices add
-      up in row-major order of the indices: the same bytes every run);
-    * the ``Copy`` of a scatter's input: the gradient copied, then every
-      position a ``Scatter`` writes set to zero;
-    * a ``Scatter`` of the updates: a ``Gather`` of the gradient at the
-      positions written, 0 for an update a later one overwrote (a repeated
-      index: only the update that wins gets its position's gradient).
+    * a ``Gather`` reading the input: the result zeroed, then an accumulating ``Scatter`` of the gradient at the same
+      positions (repeated indices add up in the indices' row-major order: the same bytes every run);
+    * the ``Copy`` of a scatter's input: the gradient copied, then every position a ``Scatter`` writes zeroed;
+    * a ``Scatter`` of the updates: a ``Gather`` of the gradient at the positions written, 0 for an update a later one
+      overwrote (of a repeated index, only the winning update gets its position's gradient).
     """
 
     gradient_tensor: TensorDesc

@@ -1,16 +1,11 @@
-"""What an operator declares about its DirectML struct: tensor slots and fields
-with kinds, in the struct's order (``DirectML.h``), and DirectML's enums used
-by the data-movement family.
+"""What an operator declares about its DirectML struct: tensor slots and typed fields in the struct's order
+(``DirectML.h``), and the DirectML enums the data-movement family uses.
 
-A slot or field knows its DirectML (JSON) name, the description's attribute,
-and how its value reads from and writes to the JSON form; ``jsonform``, the
-command line, ``Device`` and the DxDispatch runner loop over these
-declarations and hold no operator names. Rules on the values (ranges,
-lengths, types per feature level) belong to the operator modules, which
-name the operator in their messages; the kinds here only check the JSON
-shape (an integer, an array of integers, a known enum name...) and raise
-``JsonFormError``-style messages through the ``fail`` callable they are given,
-so that every message names the JSON path.
+Each slot or field knows its DirectML (JSON) name, its attribute, and its JSON reading and writing, so ``jsonform``, the
+command line, ``Device`` and the DxDispatch runner loop over declarations and name no operator. Value rules (ranges,
+lengths, types per feature level) are the operator modules', whose messages name the operator; the kinds check only the
+JSON shape (an integer, an array of integers, a known enum name...) and raise ``JsonFormError``-style messages, naming
+the JSON path, through the ``fail`` callable they are given.
 """
 from __future__ import annotations
 
@@ -374,31 +369,22 @@ class Struct(FieldKind):
 
 @dataclasses.dataclass(frozen=True)
 class Binding:
-    """The array-API function that builds an operator's description, declared
-    by the operator class (``BINDING``; none where a newer operator replaces
-    it in the array API, as PADDING1 does PADDING).
+    """The array-API function building an operator's description, declared by the class as ``BINDING`` (none where a
+    newer operator takes its place in the array API, as PADDING1 takes PADDING's).
 
-    ``function``: its name (``"pad"``); ``inputs``/``args``: the input shapes
-    and other arguments of a small valid call (documentation, and the
-    contract tests' cases); ``array``: its array argument's name (``"x"``;
-    ``"arrays"`` for JOIN's sequence); ``slot``: the DirectML tensor that
-    argument becomes; ``others``: further array arguments as ``name ->
-    (DirectML tensor, example values, example dtype)``; ``added_axes``: the
-    dimensions the tensors have beyond the array argument (ONE_HOT's);
-    ``optional``: the array may be left out (a generator, given
-    ``api.no_array``).
+    ``function``: its name (``"pad"``); ``inputs``/``args``: the input shapes and other arguments of a small valid call
+    (for the documentation and the contract tests); ``array``: the array argument's name (``"x"``; ``"arrays"``: JOIN's
+    sequence); ``slot``: the DirectML tensor it becomes; ``others``: further array arguments, ``name -> (DirectML
+    tensor, example values, example dtype)``; ``added_axes``: the tensors' dimensions beyond the array argument's
+    (ONE_HOT's); ``optional``: the array may be left out (a generator, given ``api.no_array``).
 
-    The function is generated from the rest (``arrays.front``): ``params``
-    (after the array, as a ``def`` writes them; None: written elsewhere),
-    ``doc`` (summary and the other parameters' entries), ``shape``,
-    ``returns``, ``rules`` (what its ``ValidationError`` names; the index
-    check's error is added where ``params`` has ``check_indices``) and ``route``
-    (``"move"``, ``"plan"`` or ``"index"``). The class's ``arguments(api, x,
-    *args)`` turns the arguments into the description, ``api`` being
-    ``arrays.front.ARGUMENT_API``. ``members``: the parameters read as an
-    enum's member (a mode, an order, a dtype), which must reach ``arguments``
-    as members under ``torch.compile`` too (Dynamo hands a function it takes
-    into a graph whole an ``IntEnum`` member's int, losing its type)."""
+    ``arrays.front`` generates the function from the rest: ``params`` (after the array, as a ``def`` writes them; None:
+    written elsewhere), ``doc`` (summary and the other parameters' entries), ``shape``, ``returns``, ``rules`` (what its
+    ``ValidationError`` names; the index check's error is added where ``params`` has ``check_indices``) and ``route``
+    (``"move"``, ``"plan"`` or ``"index"``). The class's ``arguments(api, x, *args)`` (``api``:
+    ``arrays.front.ARGUMENT_API``) makes the description. ``members``: the parameters read as an enum member (a mode, an
+    order, a dtype), which must reach ``arguments`` as members under ``torch.compile`` too (Dynamo passes a function it
+    traces whole an ``IntEnum`` member as its int)."""
     function: str
     inputs: tuple
     args: dict = dataclasses.field(default_factory=dict)
@@ -454,26 +440,21 @@ def snake(name: str) -> str:
 
 # -- differentiation and chunking: what an operator declares beside its lowering -----
 #
-# Read by the framework adapters with no branch per operator:
+# Read by the framework adapters, with no branch per operator:
 #
-# * ``linear_part()``: the description without its constant term (IDENTITY's
-#   Bias, a constant PADDING's value), or None where it is not differentiable
-#   for its types. Forward-mode AD applies it to the tangents.
-# * ``adjoint(api, *cotangents)``: the adjoint of ``linear_part()``, one array
-#   per input, written with the opendml operators of ``api``
-#   (``opendml.arrays.engine.ADJOINT_API``: the array API's functions and
-#   ``reshape(x, shape)``, ``sum(x, axes)``, handed down: the operator
-#   modules never import the array layer), so a gradient of a gradient takes the same routes again.
-# * ``ADJOINT_INPUTS`` (optional): input positions whose values the adjoint
-#   reads (index tensors), passed after the cotangents; they get no gradient.
-# * ``chunking()`` (Dask): ``{input axis: 0 or m}``, the axes a block-wise run
-#   needs whole (0) or cut at multiples of m, the operator run on each block;
-#   none: whole arrays. Blocks that overlap or scatter name a kind instead,
-#   each with one graph builder reading the description: ``GATHER`` (a
-#   strided lattice of the input, ``gather_axes()``: SLICE, SLICE1),
-#   ``SCATTER`` (zeros with the input on such a lattice, ``scatter_axes()``:
-#   SLICE_GRAD), ``WINDOWS`` (sliding windows with a halo: UNFOLD),
-#   ``WINDOW_SUMS`` (their sums back into an image: FOLD).
+# * ``linear_part()``: the description without its constant term (IDENTITY's Bias, a constant PADDING's value), or None
+#   where its types are not differentiated. Forward-mode AD applies it to the tangents.
+# * ``adjoint(api, *cotangents)``: the adjoint of ``linear_part()``, one array per input, written with ``api``'s opendml
+#   operators (``opendml.arrays.engine.ADJOINT_API``: the array API's functions, ``reshape(x, shape)`` and ``sum(x,
+#   axes)``, handed down since the operator modules never import the array layer), so a second derivative takes the same
+#   routes.
+# * ``ADJOINT_INPUTS`` (optional): input positions (index tensors) whose values the adjoint reads, passed after the
+#   cotangents; they get no gradient.
+# * ``chunking()`` (Dask): ``{input axis: 0 or m}``, the axes a block-wise run (the operator on each block) needs whole
+#   (0) or cut at multiples of m; none: whole arrays. Overlapping or scattering blocks name a kind instead, each with
+#   one graph builder reading the description: ``GATHER`` (a strided lattice of the input, ``gather_axes()``: SLICE,
+#   SLICE1), ``SCATTER`` (zeros with the input on such a lattice, ``scatter_axes()``: SLICE_GRAD), ``WINDOWS`` (sliding
+#   windows with a halo: UNFOLD), ``WINDOW_SUMS`` (their sums back into an image: FOLD).
 
 GATHER, SCATTER, WINDOWS, WINDOW_SUMS = "gather", "scatter", "windows", "window_sums"
 

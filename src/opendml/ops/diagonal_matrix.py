@@ -30,15 +30,12 @@ _FAR = 1 << 62
 
 
 def _band(lo: int, hi: int, h: int, w: int) -> list[tuple[int, int, tuple, tuple]]:
-    """The element runs covering diagonals ``[lo, hi)`` of an h x w matrix,
-    each ``(row, column, sizes, steps)`` with steps in matrix units
-    (``(1, 1)`` along a diagonal, ``(0, 1)`` along a row, ``(1, 0)`` or
-    ``(1, 1)`` from row to row): one run per diagonal, or, where fewer
-    (ties too: contiguous memory), the rows' runs: each row the band clips
-    on one side alone is its own run (its length changes from row to row);
-    the rows it crosses whole are one parallelogram, the rows it clips on
-    both sides one full-width rectangle. Counted before any run is made:
-    the cost follows the runs made, not the matrix' height."""
+    """The element runs covering diagonals ``[lo, hi)`` of an h x w matrix, each ``(row, column, sizes, steps)``,
+    steps in matrix units (``(1, 1)`` along a diagonal, ``(0, 1)`` along a row, ``(1, 0)`` or ``(1, 1)`` row to row):
+    a run per diagonal, or, where fewer (ties too: contiguous memory), the rows' runs: a run for each row the band
+    clips on one side alone (its length changing row to row), one parallelogram for the rows it crosses whole, one
+    full-width rectangle for those it clips on both sides. Counted before any run is made: the cost follows the runs
+    made, not the matrix' height."""
     lo, hi = max(lo, 1 - h), min(hi, w)
     if lo >= hi:
         return []
