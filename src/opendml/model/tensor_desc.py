@@ -23,20 +23,17 @@ _MAX_SPAN = (UINT64_MAX - 3) // 8
 
 
 class TensorFlags(enum.IntFlag):
-    """``DML_TENSOR_FLAGS``: ``NONE``, or ``OWNED_BY_DML`` for an input whose
-    data is bound once, at initialization (``Device.initialize_operator``),
-    instead of at every execution."""
+    """``DML_TENSOR_FLAGS``: ``NONE``, or ``OWNED_BY_DML`` for an input bound once, at initialization
+    (``Device.initialize_operator``), not at every execution."""
 
     NONE = 0
     OWNED_BY_DML = 1
 
 
 def packed_strides(sizes: Sequence[int]) -> tuple[int, ...]:
-    """Packed row-major strides (last dimension fastest), in elements:
-    ``strides[i] == prod(sizes[i + 1:])``; ``(15, 15, 5, 1)`` for ``[1, 1, 3,
-    5]``. ``ValidationError`` if ``sizes`` breaks a rule of ``TensorDesc``'s
-    sizes (1 to 8 integers, each in [1, 2**32 - 1], at most 2**32 - 1
-    elements)."""
+    """Packed row-major strides (last dimension fastest), in elements: ``strides[i] == prod(sizes[i + 1:])``; ``(15,
+    15, 5, 1)`` for ``[1, 1, 3, 5]``. ``ValidationError`` where ``sizes`` breaks ``TensorDesc``'s rule (1 to 8
+    integers, each in [1, 2**32 - 1], at most 2**32 - 1 elements)."""
     return _packed_strides(check_sizes_strides(sizes, None, where="packed_strides")[0])
 
 
@@ -51,11 +48,9 @@ def _packed_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def nhwc_strides(sizes: Sequence[int]) -> tuple[int, ...]:
-    """Packed channels-last (NHWC / NDHWC) strides for sizes given in NCHW or
-    NCDHW order, as DirectML describes such data: ``{H*W*C, 1, W*C, C}`` for
-    ``{N, C, H, W}`` (and ``{D*H*W*C, 1, H*W*C, W*C, C}`` for ``{N, C, D, H,
-    W}``). ``ValidationError`` if ``sizes`` has neither 4 nor 5 entries, or
-    breaks a rule of ``TensorDesc``'s sizes."""
+    """Packed channels-last (NHWC / NDHWC) strides, as DirectML describes such data, for sizes in NCHW or NCDHW
+    order: ``{H*W*C, 1, W*C, C}`` for ``{N, C, H, W}`` (``{D*H*W*C, 1, H*W*C, W*C, C}`` for ``{N, C, D, H, W}``).
+    ``ValidationError`` for other than 4 or 5 sizes, or sizes breaking ``TensorDesc``'s rule."""
     sizes = check_sizes_strides(sizes, None, where="nhwc_strides")[0]
     if len(sizes) not in (4, 5):
         raise ValidationError(f"nhwc_strides: sizes must have 4 (NCHW) or 5 (NCDHW) entries; got {len(sizes)}")
@@ -131,14 +126,12 @@ def calc_buffer_tensor_size(data_type: "DataType | str | int", sizes: Sequence[i
     sizes : sequence of int
         1 to 8 sizes, each in [1, 2**32 - 1], at most 2**32 - 1 elements.
     strides : sequence of int, optional
-        One per dimension, each in [0, 2**32 - 1], in elements; None (the
-        default) means packed.
+        One per dimension, each in [0, 2**32 - 1], in elements; None (the default): packed.
 
     Raises
     ------
     ValidationError
-        If an argument breaks one of the rules above (as ``TensorDesc``
-        checks them) or the size does not fit in 64 bits.
+        If an argument breaks a rule above (as ``TensorDesc`` checks it) or the size does not fit in 64 bits.
     """
     return _checked_size(data_type, sizes, strides, "calc_buffer_tensor_size")[3]
 
@@ -160,12 +153,9 @@ def _checked_size(data_type, sizes, strides, w: str) -> tuple:
 class TensorDesc:
     """A DirectML buffer tensor description (``DML_BUFFER_TENSOR_DESC``).
 
-    Sizes and strides count elements, never bytes, and are given in the
-    logical order (NCHW for images) whatever the memory layout. Every rule
-    that does not depend on a feature level is checked on construction;
-    the values are stored normalised (a ``DataType``, tuples of ints, the
-    total size filled in). Descriptions are frozen and may be shared between
-    threads.
+    Sizes and strides count elements, never bytes, in the logical order (NCHW for images) whatever the memory layout.
+    Construction checks every rule that does not depend on a feature level and stores the values normalised (a
+    ``DataType``, tuples of ints, the total size filled in). Descriptions are frozen: threads may share them.
 
     Parameters
     ----------
@@ -174,14 +164,13 @@ class TensorDesc:
     sizes : sequence of int
         1 to 8 sizes, each in [1, 2**32 - 1], at most 2**32 - 1 elements.
     strides : sequence of int, optional
-        One per dimension, each in [0, 2**32 - 1]: 0 broadcasts, a stride
-        larger than the packed one pads. None (the default): packed.
+        One per dimension, each in [0, 2**32 - 1]: 0 broadcasts, a stride above the packed one pads. None (the default):
+        packed.
     total_tensor_size_in_bytes : int, optional
-        At least ``calc_buffer_tensor_size(data_type, sizes, strides)`` (the
-        default) and at most 2**64 - 1.
+        At least ``calc_buffer_tensor_size(data_type, sizes, strides)`` (the default), at most 2**64 - 1.
     guaranteed_base_offset_alignment : int, default 0
-        0 (no promise) or a power of two at least the element size; a
-        binding's offset must be a multiple of it (and of 16).
+        0 (no promise) or a power of two at least the element size; a binding's offset must be a multiple of it and of
+        16.
     flags : TensorFlags, default TensorFlags.NONE
         ``NONE`` or ``OWNED_BY_DML``.
 
