@@ -168,12 +168,10 @@ def _index_path(path: str, flat: int, shape) -> str:
 
 
 def open_regular(path):
-    """``(file, None)``: ``path`` opened to read (binary), if it is a regular
-    file; else ``(None, kind)``, ``kind`` naming what it is ("a folder", "a
-    FIFO", "a device", "a socket" or "not a regular file"). Checked on the
-    open file, opened non-blocking: a FIFO without a writer cannot hold the
-    caller up. OSError (ValueError: a NUL in the path) where it cannot be
-    opened."""
+    """``(file, None)``: ``path`` opened to read (binary) if a regular file, else ``(None, kind)``, ``kind`` naming
+    what it is ("a folder", "a FIFO", "a device", "a socket" or "not a regular file"): checked on the file opened
+    non-blocking, so a FIFO without a writer cannot hold the caller up. OSError (ValueError: a NUL in the path) where
+    it cannot be opened."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
         mode = os.fstat(fd).st_mode
@@ -217,11 +215,9 @@ def text_limit(max_bytes: int) -> int:
 
 
 def read_regular(path, limit: int, fail, encoding: str = "utf-8") -> str:
-    """The text of the regular file ``path`` (see ``open_regular``), of at
-    most ``limit`` bytes, decoded. Each refusal calls ``fail(reason,
-    detail)``, which raises: ``"open"`` (why it cannot be opened or read),
-    ``"kind"`` (what it is instead), ``"size"`` (the bytes it holds, a count
-    or "more than LIMIT"; checked before reading), ``"text"`` (not text in
+    """The regular file ``path``'s text (see ``open_regular``), at most ``limit`` bytes, decoded. A refusal calls
+    ``fail(reason, detail)``, which raises: ``"open"`` (why it cannot be opened or read), ``"kind"`` (what it is
+    instead), ``"size"`` (its bytes, a count or "more than LIMIT"; checked before reading), ``"text"`` (not text in
     ``encoding``)."""
     f = open_checked(path, fail)
     try:
@@ -377,12 +373,10 @@ def tensor_from_json(obj, path: str, *, default_type=None, sizes=None) -> Tensor
 
 
 def from_json(obj) -> OperatorDesc:
-    """Build an operator description from a parsed JSON object (or JSON text)
-    in DirectML's field names, generically over what the operator declares
-    (``SLOTS``, ``FIELDS``, ``COUNTS``): a ``many`` slot is a JSON array of
-    tensors; an enum is a member's name; a scalar union is a number typed by
-    its sibling type field; a struct is an object of its members. An output
-    whose sizes can be derived may be left out, or given without ``Sizes``.
+    """An operator description from a parsed JSON object (or JSON text) in DirectML's field names, read generically from
+    what the operator declares (``SLOTS``, ``FIELDS``, ``COUNTS``): a ``many`` slot is a JSON array of tensors, an enum
+    a member's name, a scalar union a number typed by its sibling type field, a struct an object of its members. An
+    output whose sizes can be derived may be left out, or given without ``Sizes``.
 
     Raises
     ------

@@ -42,11 +42,9 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
         max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, np.ndarray]:
     """Run a DxDispatch model; return every resource after its last command.
 
-    File initialisers and writeFile targets are relative to ``base_dir`` and
-    must stay inside it. A writeFile command copies its resource to a
-    temporary file beside its target when it runs; the targets are written
-    once every command has run. Errors are ``DmlError`` subclasses naming
-    the resource, dispatchable or command.
+    File initialisers and writeFile targets are relative to ``base_dir`` and must stay inside it. A writeFile command
+    copies its resource to a temporary file beside its target as it runs; targets are written once every command has
+    run. Errors are ``DmlError`` subclasses naming the resource, dispatchable or command.
 
     Parameters
     ----------
@@ -55,19 +53,15 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
     device : str or Device, optional
         ``"cpu"`` (the default), ``"cuda"``, ``"cuda:N"``, or a ``Device``.
     feature_level : str, FeatureLevel or None, optional
-        The level every dispatchable is validated at, such as ``"6_4"``.
-        None (the default): the ``Device``'s level, or 6_4 for a device
-        given by name. With a ``Device`` it must equal the device's level.
+        The level every dispatchable is validated at, such as ``"6_4"``. None (the default): the ``Device``'s level, or
+        6_4 for a device given by name; with a ``Device``, its level.
     base_dir : str, os.PathLike or None, optional
-        The folder file paths are relative to (default: the model file's
-        folder, or the current folder for a dict).
+        The folder file paths are relative to (default: the model file's, or the current folder for a dict).
     out : file-like or None, optional
-        Where ``print`` commands and writeFile notices go (default
-        ``sys.stdout``).
+        Where ``print`` commands and writeFile notices go (default ``sys.stdout``).
     max_bytes : int, optional
-        The most bytes the resources may take in all (default
-        ``DEFAULT_MAX_BYTES``, 2 GiB; the run holds them and a few MiB more);
-        a model file may hold a sixteenth of it, at least 1 MiB (``model_limit``).
+        The most bytes the resources may take in all (default ``DEFAULT_MAX_BYTES``, 2 GiB; the run holds them and a few
+        MiB more); a model file may hold a sixteenth of it, at least 1 MiB (``model_limit``).
 
     Returns
     -------
@@ -78,26 +72,21 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
     Raises
     ------
     ModelError
-        (a ``ValidationError``) If the model is malformed or cannot be read:
-        bad JSON (the literals NaN and Infinity and numbers too big for a
-        double included), a model file that is not a regular file or is over
-        ``model_limit(max_bytes)``, a missing or unknown key, a bad value, a
-        file path outside the model's folder, a .npy file whose header is cut
-        short or malformed, resources over ``max_bytes``, a writeFile that
-        fails.
+        (a ``ValidationError``) If the model is malformed or unreadable: bad JSON (the literals NaN and Infinity and
+        numbers too big for a double included), a model file not regular or over ``model_limit(max_bytes)``, a missing
+        or unknown key, a bad value, a file path outside the model's folder, a .npy header cut short or malformed,
+        resources over ``max_bytes``, a failing writeFile.
     ValidationError
-        If a dispatchable's description breaks an operator rule, or
-        ``feature_level`` is unknown or differs from the given ``Device``'s.
+        If a dispatchable's description breaks an operator rule, or ``feature_level`` is unknown or not the given
+        ``Device``'s.
     UnsupportedError
-        If a dispatchable is not an operator opendml has (or not a DirectML
-        operator), needs a higher feature level, or the device cannot be
-        used (such as ``"cuda"`` without CUDA).
+        If a dispatchable is not an operator opendml has (or no DirectML operator), needs a higher feature level, or the
+        device is unusable (``"cuda"`` without CUDA).
     BindingError
-        If a binding breaks DirectML's binding rules (alignment, range,
-        size, overlap).
+        If a binding breaks DirectML's binding rules (alignment, range, size, overlap).
     AllocationError
-        (``opendml.runtime.alloc.AllocationError``, a ``ValidationError``)
-        If a host copy of a resource cannot be allocated.
+        (``opendml.runtime.alloc.AllocationError``, a ``ValidationError``) If a host copy of a resource cannot be
+        allocated.
     TypeError
         If ``model`` is neither a path nor a mapping.
     ValueError

@@ -122,13 +122,10 @@ def resource_array(r) -> np.ndarray:
 
 
 class PendingWrites:
-    """The writeFile commands of a run: each resource's bytes are written
-    when its command runs, piece by piece, to a hidden temporary file beside
-    its target (a snapshot that takes no memory); ``commit`` moves every one
-    onto its target once all commands have run; ``discard`` (on any failure)
-    removes them and the folders made for them. A target never holds a
-    half-written file, and nothing is written to a target before every
-    command has run. Missing folders are made, as DxDispatch makes them."""
+    """A run's writeFile commands: each writes its resource's bytes as it runs, piece by piece, to a hidden temporary
+    file beside its target (a snapshot taking no memory); ``commit`` moves each onto its target after the last
+    command; ``discard`` (on any failure) removes them and the folders made for them. No target holds a half-written
+    file or is written before every command has run. Missing folders are made, as DxDispatch makes them."""
 
     def __init__(self):
         self.files: list[tuple[str, str, str]] = []      # (resource name, temporary file, target)
@@ -209,11 +206,9 @@ def _file_name_problem(name: str) -> str | None:
 
 
 def check_output_dir(directory: str | os.PathLike, names) -> str:
-    """Check, before a model runs, that every resource can be written as
-    ``DIRECTORY/NAME.npy``: the folder exists or its parent does, the one
-    that exists can be written (a temporary folder is made in it and
-    removed), and every name makes a file name. Returns the folder's
-    absolute path."""
+    """Check before a model runs that every resource can be written as ``DIRECTORY/NAME.npy``: the folder or its
+    parent exists, the existing one is writable (a temporary folder is made in it and removed), every name makes a
+    file name. Returns the folder's absolute path."""
     if not isinstance(directory, (str, os.PathLike)):
         raise TypeError(f"the output folder must be a str or os.PathLike; got {type(directory).__name__}")
     directory = os.path.abspath(os.fspath(directory))

@@ -54,12 +54,10 @@ def _parse_float(text: str) -> float:
 
 
 def loads(text: str) -> dict:
-    """Parse a model's JSON text: malformed JSON, duplicate keys, integers too
-    long to read, nesting deeper than ``jsonform.MAX_DEPTH``, the literals
-    ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON; a model writes
-    ``"nan"``, ``"inf"``, ``"-inf"``) and numbers too big for a double
-    (``1e400``) are ``ModelError``s, as DxDispatch's parser refuses them;
-    ``text`` that is not ``str``, ``bytes`` or ``bytearray`` a ``TypeError``."""
+    """Parse a model's JSON text; as DxDispatch's parser refuses them, malformed JSON, duplicate keys, integers too
+    long to read, nesting deeper than ``jsonform.MAX_DEPTH``, the literals ``NaN``, ``Infinity`` and ``-Infinity``
+    (not JSON; a model writes ``"nan"``, ``"inf"``, ``"-inf"``) and numbers too big for a double (``1e400``) are
+    ``ModelError``s; ``text`` not ``str``, ``bytes`` or ``bytearray`` a ``TypeError``."""
     if not isinstance(text, (str, bytes, bytearray)):
         raise TypeError(f"dxdispatch.loads: text must be str, bytes or bytearray; got {type(text).__name__}")
     return parse_object(text, "a model", ModelError,

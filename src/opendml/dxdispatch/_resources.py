@@ -153,12 +153,10 @@ def _initial_values(name: str, obj: dict, dt: DataType | None, folder: str, budg
 
 
 def _sequence(start, delta, count: int, dt: DataType, where: str):
-    """``valueStart, valueStart + valueDelta, ...`` accumulated in the type as
-    DxDispatch does (``value += valueDelta``, rounded to the type at every
-    step for floats); an integer sequence leaving its type is refused (before
-    anything is made). Returns a function giving ``(first index, values)``
-    pieces of at most CHUNK_BYTES, each carried on from the last value of the
-    one before (the same values as one accumulation over the whole)."""
+    """``valueStart, valueStart + valueDelta, ...`` accumulated in the type as DxDispatch does (``value +=
+    valueDelta``, floats rounded to the type at every step); an integer sequence leaving its type is refused before
+    anything is made. Returns a function giving ``(first index, values)`` pieces of at most CHUNK_BYTES, each
+    carrying on from the previous one's last value (the values of one accumulation over the whole)."""
     npdt = dt.numpy_dtype
     first, step = _scalar(start, dt, f"{where}.valueStart"), _scalar(delta, dt, f"{where}.valueDelta")
     if npdt.kind == "f":
