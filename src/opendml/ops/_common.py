@@ -317,12 +317,10 @@ class OperatorDesc:
         return v
 
     def _derive_output(self, sizes, rule: str | None = None) -> None:
-        """An output left None becomes a packed one of ``sizes`` and the
-        input's DataType (sizes out of DirectML's range, a size or an element
-        count above UINT32, are an error naming the operator and, given
-        ``rule``, where they come from); then every slot's checks
-        (``_check_tensors``) and, given ``rule`` (where ``sizes`` come from,
-        in words), ``OutputTensor.Sizes == sizes``."""
+        """An output left None becomes a packed one of ``sizes`` and the input's DataType (sizes out of DirectML's
+        range, a size or an element count above UINT32, are an error naming the operator and, given ``rule``, where
+        they come from); then every slot's checks (``_check_tensors``) and, given ``rule`` (where ``sizes`` come
+        from, in words), ``OutputTensor.Sizes == sizes``."""
         if self.output_tensor is None:
             try:
                 self._set("output_tensor", TensorDesc(self.input_tensor.data_type, sizes))
@@ -385,12 +383,10 @@ class OperatorDesc:
         return f
 
     def _typed_scalar(self, type_attr: str, type_field: str, value_attr: str, value_field: str) -> None:
-        """A ``DML_SCALAR_UNION`` field typed by a ``DML_TENSOR_DATA_TYPE``
-        field that must equal ``OutputTensor.DataType`` (PADDING1's
-        ``PaddingValue``, DIAGONAL_MATRIX1's ``Value``): an integer value in
-        its type's range, a float one not overflowing its type (a finite value
-        becoming infinity); both stored checked. FLOAT16 has no member of the
-        union: its value is a number rounded to float16 by the kernels."""
+        """A ``DML_SCALAR_UNION`` field typed by a ``DML_TENSOR_DATA_TYPE`` field that must be
+        ``OutputTensor.DataType`` (PADDING1's ``PaddingValue``, DIAGONAL_MATRIX1's ``Value``), both stored checked:
+        an integer value in its type's range, a float one not overflowing its type (a finite value becoming
+        infinity). FLOAT16, no member of the union, takes a number the kernels round to float16."""
         out = self.output_tensor
         try:
             dt = DataType.parse(getattr(self, type_attr))
@@ -451,10 +447,9 @@ class OperatorDesc:
         ValidationError
             If ``feature_level`` is not a known feature level.
         UnsupportedError
-            If the operator was introduced after ``feature_level``, a
-            tensor's rank or data type is not in the support table at that
-            level, or an operator's own level-dependent rule (such as a
-            padding mode introduced later) is not met.
+            If the operator was introduced after ``feature_level``, a tensor's rank or data type is not in the support
+            table at that level, or an operator's own level-dependent rule (such as a padding mode introduced later) is
+            not met.
         """
         level = FeatureLevel.parse(feature_level)
         if level < self.INTRODUCED:

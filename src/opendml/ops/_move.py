@@ -71,11 +71,9 @@ def convert_scalar(value, data_type):
 
 
 class PadPasses(tuple):
-    """The passes ``pad_passes`` gives, with ``pad``: ``(mode, fill value or
-    None, start, end)``, which ``lower`` hands on as ``MovePlan.pad`` (the
-    CUDA backend runs such a program as one launch; runtime may not import
-    ops, so it reads the program's shape from the plan instead of rebuilding
-    it)."""
+    """``pad_passes``' passes, with ``pad``: ``(mode, fill value or None, start, end)``, which ``lower`` hands on as
+    ``MovePlan.pad`` (the CUDA backend runs such a program as one launch, reading its shape from the plan: runtime
+    may not import ops to rebuild it)."""
 
     pad: tuple
 

@@ -112,12 +112,10 @@ class ScaleBias:
 
 @dataclasses.dataclass(frozen=True)
 class Tensor:
-    """A tensor slot of an operator struct: ``json`` its DirectML name
-    (``InputTensor``, ``InputTensors``, ``OutputGradientTensor``...), ``attr``
-    the description's attribute, ``role`` ``"input"`` or ``"output"``,
-    ``many`` for an array of tensors (JOIN's ``InputTensors``, SPLIT's
-    ``OutputTensors``; the attribute then holds a tuple), ``optional`` where
-    the description may leave it None (an output whose sizes are derived)."""
+    """A tensor slot of an operator struct: ``json`` its DirectML name (``InputTensor``, ``InputTensors``,
+    ``OutputGradientTensor``...), ``attr`` the description's attribute, ``role`` ``"input"`` or ``"output"``,
+    ``many`` for an array of tensors (JOIN's ``InputTensors``, SPLIT's ``OutputTensors``: the attribute holds a
+    tuple), ``optional`` where the description may leave it None (an output of derived sizes)."""
     json: str
     attr: str
     role: str = "input"
@@ -163,11 +161,9 @@ def to_float(value, name: str, fail: Fail = ValidationError) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class FieldKind:
-    """Base of the field kinds: ``json`` DirectML's name, ``attr`` the
-    description's attribute, ``default`` the value the JSON form may leave out
-    (``REQUIRED``: it must be given; a callable: computed from the values
-    parsed so far, a dict of JSON name -> value holding the input tensors and
-    the fields before this one)."""
+    """Base of the field kinds: ``json`` DirectML's name, ``attr`` the description's attribute, ``default`` the value
+    where the JSON form leaves it out (``REQUIRED``: it must be given; a callable: computed from the values parsed so
+    far, a dict of JSON name -> value of the input tensors and the earlier fields)."""
     json: str
     attr: str
     default: Any = dataclasses.field(default=REQUIRED, kw_only=True)
@@ -289,12 +285,10 @@ SCALAR_MEMBERS = {DataType.INT8: "Int8", DataType.UINT8: "UInt8", DataType.INT16
 
 @dataclasses.dataclass(frozen=True)
 class ScalarUnion(FieldKind):
-    """A ``DML_SCALAR_UNION`` whose member is chosen by the sibling field
-    ``type_field`` (a ``DML_TENSOR_DATA_TYPE`` declared before it: PADDING1's
-    ``PaddingValueDataType``/``PaddingValue``). JSON gives a number, or an
-    object naming the union member (``{"Float32": 9}``, ``{"Int64": -1}``);
-    integer types take integers. The description holds a Python int or
-    float; its range is the operator's rule."""
+    """A ``DML_SCALAR_UNION`` whose member the sibling field ``type_field`` chooses (a ``DML_TENSOR_DATA_TYPE``
+    declared before it: PADDING1's ``PaddingValueDataType``/``PaddingValue``). JSON gives a number, or an object
+    naming the member (``{"Float32": 9}``, ``{"Int64": -1}``); integer types take integers. The description holds a
+    Python int or float, its range the operator's rule."""
     type_field: str = ""
 
     kind = "scalar"
@@ -332,11 +326,9 @@ def input_type(parsed: dict):
 
 @dataclasses.dataclass(frozen=True)
 class Struct(FieldKind):
-    """A pointer to a struct, ``_Maybenull_`` when ``default`` is None
-    (IDENTITY's ``DML_SCALE_BIAS* ScaleBias``): JSON gives an object of the
-    struct's members (``{"Scale": 2, "Bias": 1}``) or null. ``members`` pairs
-    each DirectML member name with the struct class's attribute; every member
-    is a FLOAT."""
+    """A pointer to a struct, ``_Maybenull_`` where ``default`` is None (IDENTITY's ``DML_SCALE_BIAS* ScaleBias``):
+    JSON gives null or an object of the struct's members (``{"Scale": 2, "Bias": 1}``), each a FLOAT. ``members``
+    pairs each DirectML member name with the struct class's attribute."""
     struct: type = ScaleBias
     members: tuple[tuple[str, str], ...] = (("Scale", "scale"), ("Bias", "bias"))
 
