@@ -1,8 +1,6 @@
-"""opendml: DirectML's tensor model and data-movement operators (the
-slicing and window operators, the data-movement family, the index-driven
-operators: ``opendml.ops.OPERATORS``), with DirectML's validation rules, on
-the CPU (NumPy and compiled C kernels) and NVIDIA GPUs (CUDA kernels through
-CuPy), as array functions of NumPy, CuPy, PyTorch, JAX and Dask arrays.
+"""opendml: DirectML's tensor model and data-movement operators (slicing and window operators, the data-movement family,
+index-driven operators: ``opendml.ops.OPERATORS``) with its validation rules, on the CPU (NumPy and compiled C kernels)
+and NVIDIA GPUs (CUDA kernels through CuPy), as array functions of NumPy, CuPy, PyTorch, JAX and Dask arrays.
 
 Layers, each importing only those below it: ``model`` (data types, feature levels, tensor descriptions, errors) <
 ``plan`` (what backends run) < ``ops`` (one module per operator) < ``jsonform`` (the JSON form) < ``runtime``

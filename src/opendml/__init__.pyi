@@ -152,10 +152,9 @@ def scatter_nd(x: Any, indices: Any, updates: Any, *, check_indices: bool = True
 
 def one_hot(indices: Any, depth: int, values: Any, axis: int = -1) -> Any:
     """DML_ONE_HOT (ONNX OneHot): a new axis of size ``depth`` at ``axis``
-    (of the output: -1 appends it) holding ``values[1]`` (on) at each index
-    and ``values[0]`` (off) elsewhere; the output's dtype is ``values``'. A
-    negative index of a signed type counts from the end; an index outside
-    ``[-depth, depth)`` gives an all-off row (no check)."""
+    (of the output: -1 appends it) holding ``values[1]`` (on) at each index, ``values[0]`` (off) elsewhere, of
+    ``values``' dtype. A negative index of a signed type counts from the end; one outside ``[-depth, depth)`` gives an
+    all-off row (unchecked)."""
 
 
 def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int) -> Any:

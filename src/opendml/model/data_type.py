@@ -54,10 +54,8 @@ class DataType(enum.IntEnum):
 
     @classmethod
     def parse(cls, value) -> "DataType":
-        """The data type ``value`` names: a member, its value (``1``), its name
-        (``"FLOAT32"``, any case) or DirectML's full name
-        (``"DML_TENSOR_DATA_TYPE_FLOAT32"``); ``ValidationError`` for
-        anything else."""
+        """The data type ``value`` names: a member, its value (``1``), its name (``"FLOAT32"``, any case) or
+        DirectML's (``"DML_TENSOR_DATA_TYPE_FLOAT32"``); else ``ValidationError``."""
         if isinstance(value, cls):
             return value
         if isinstance(value, str):

@@ -415,11 +415,9 @@ class OperatorDesc:
 
     def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0, *,
               in_layouts: Sequence | None = None) -> MovePlan:
-        """The move program (``plan.MovePlan``), every operator's one plan
-        type. ``in_strides``/``in_offset`` (the first input) or ``in_layouts``
-        (one ``(strides, origin)`` or None per input): the inputs' signed
-        element strides and origins where the array API passes arrays'
-        layouts; None uses each description's own strides."""
+        """The move program (``plan.MovePlan``, every operator's one plan type). Where the array API passes arrays'
+        layouts: ``in_strides``/``in_offset`` (the first input's) or ``in_layouts`` (one ``(strides, origin)`` or
+        None per input), signed element strides and origins; None: each description's own strides."""
         inputs, outputs = self._slot_tensors("input"), self._slot_tensors("output")
         if in_layouts is None:
             in_layouts = ((in_strides, in_offset),) + (None,) * (len(inputs) - 1)

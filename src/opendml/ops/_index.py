@@ -73,11 +73,9 @@ def tuple_size(where: str, is_) -> int:
 
 
 def index_support(first: str, first_types: frozenset | None = None) -> tuple[SupportRow, ...]:
-    """The tables of the gathers, the scatters and ONE_HOT: from ``first``
-    (the page's oldest table) ``first_types`` in 4-D with UINT32 indices;
-    2_1 the eight 8/16/32-bit types; 3_0 1 to 8 dimensions and the four index
-    types (so negative indices, of the signed ones, from 3_0); 4_1 the
-    64-bit element types."""
+    """The tables of the gathers, the scatters and ONE_HOT: from ``first`` (the page's oldest table) ``first_types``
+    in 4-D with UINT32 indices; 2_1 the eight 8/16/32-bit types; 3_0 1 to 8 dimensions and the four index types (so
+    negative indices, of the signed types, from 3_0); 4_1 the 64-bit element types."""
     return support({first: 4, "3_0": (1, 8)}, first=first_types,
                    IndicesTensor={"1_0": INDEX_TYPES_1_0, "3_0": INDEX_TYPES_3_0})
 
@@ -306,11 +304,10 @@ class IndexAdjointDesc(_OfPrimal):
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class IndexPrimalDesc(_OfPrimal):
-    """An index-driven operator's linear part as a function of its data input
-    ``wrt`` alone (its other data inputs zero): ``DataTensor`` (that input)
-    and ``IndicesTensor`` in, the primal's output out. The adjoint of
-    ``IndexAdjointDesc`` (a second derivative), built from the primal's
-    passes: a pass reading another data input writes zeros instead."""
+    """An index-driven operator's linear part in its data input ``wrt`` alone (the other data inputs zero):
+    ``DataTensor`` (that input) and ``IndicesTensor`` in, the primal's output out. The adjoint of
+    ``IndexAdjointDesc`` (a second derivative), built from the primal's passes, those reading another data input
+    writing zeros instead."""
 
     data_tensor: TensorDesc
     indices_tensor: TensorDesc

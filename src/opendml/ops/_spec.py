@@ -249,10 +249,9 @@ class Bool(FieldKind):
 
 @dataclasses.dataclass(frozen=True)
 class Enum(FieldKind):
-    """A DirectML enum (``DML_PADDING_MODE``, ``DML_DEPTH_SPACE_ORDER``,
-    ``DML_TENSOR_DATA_TYPE``): JSON gives the member's name, short
-    (``"REFLECTION"``) or DirectML's (``"DML_PADDING_MODE_REFLECTION"``), or
-    its integer value; the JSON form writes the short name."""
+    """A DirectML enum (``DML_PADDING_MODE``, ``DML_DEPTH_SPACE_ORDER``, ``DML_TENSOR_DATA_TYPE``): JSON gives a
+    member's integer value or name, short (``"REFLECTION"``) or DirectML's (``"DML_PADDING_MODE_REFLECTION"``); the
+    JSON form writes the short name."""
     enum: type = None  # type: ignore[assignment]
 
     kind = "enum"

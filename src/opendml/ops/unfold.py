@@ -229,12 +229,10 @@ def _packed_sizes(in_sizes, k: int, blocks: int) -> tuple | None:
 
 
 def plain_window_fields(window, strides, dilations, start, end, spatial, max_dims: int) -> tuple | None:
-    """UNFOLD's and FOLD's five window fields over the spatial sizes
-    ``spatial`` (the input's for UNFOLD, the output's for FOLD), where they
-    are plain valid values (1 to ``max_dims`` axes, each window
-    fitting its padded axis): ``(window, strides, dilations, start, end,
-    window_count, block_count, blocks_per_axis)``; None for anything else,
-    which the operator's rule-by-rule checks then name."""
+    """UNFOLD's and FOLD's five window fields over the spatial sizes ``spatial`` (UNFOLD's input's, FOLD's output's)
+    where plain and valid (1 to ``max_dims`` axes, each window fitting its padded axis): ``(window, strides,
+    dilations, start, end, window_count, block_count, blocks_per_axis)``; else None, for the operator's rule-by-rule
+    checks to name."""
     window = plain_ints(window, None)
     if window is None:
         return None
