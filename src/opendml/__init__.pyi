@@ -101,10 +101,9 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[Any]:
 
 def tile(x: Any, repeats: Ints) -> Any:
     """DML_TILE: ``x`` repeated ``repeats[i]`` times along axis i;
-    ``out.shape == x.shape * repeats``. ``repeats`` follows ``numpy.tile``'s
-    rule: a sequence shorter than ``x.ndim`` has ones prepended, and an int
-    ``r`` is ``(1, ..., 1, r)`` (only the last axis repeats: ``tile(x, 2)``
-    of a (3, 4) array is (3, 8))."""
+    ``out.shape == x.shape * repeats``, ``repeats`` by ``numpy.tile``'s rule: a sequence shorter than ``x.ndim`` has
+    ones prepended, an int ``r`` is ``(1, ..., 1, r)`` (only the last axis repeats: ``tile(x, 2)`` of a (3, 4) array is
+    (3, 8))."""
 
 
 def depth_to_space(x: Any, block_size: int, order: str = 'DCR') -> Any:

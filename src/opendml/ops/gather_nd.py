@@ -1,7 +1,6 @@
-"""DML_GATHER_ND_OPERATOR_DESC and DML_GATHER_ND1_OPERATOR_DESC: whole
-sub-blocks of the input taken at the index tuples of ``IndicesTensor`` (its
-last dimension is the tuple size q), within ``BatchDimensionCount`` leading
-batch dimensions (GATHER_ND1; GATHER_ND is GATHER_ND1 with none),
+"""DML_GATHER_ND_OPERATOR_DESC and DML_GATHER_ND1_OPERATOR_DESC: whole sub-blocks of the input taken at
+``IndicesTensor``'s index tuples (its last dimension, of the tuple size q), within ``BatchDimensionCount`` leading batch
+dimensions (GATHER_ND1's; GATHER_ND has none),
 
     output[b..., j..., t...] = input[b..., indices[b..., j..., 0], ...,
                                      indices[b..., j..., q-1], t...]

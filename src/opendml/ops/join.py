@@ -1,13 +1,11 @@
-"""DML_JOIN_OPERATOR_DESC: the inputs concatenated along ``Axis``; the inverse
-of SPLIT.
+"""DML_JOIN_OPERATOR_DESC: the inputs concatenated along ``Axis`` (SPLIT's inverse).
 
     OutputTensor.Sizes[d] = InputTensors[i].Sizes[d]       (d != Axis, every i)
     OutputTensor.Sizes[Axis] = sum_i InputTensors[i].Sizes[Axis]
     Output[..., offset_i + j, ...] = InputTensors[i][..., j, ...],
         offset_i = sum of the earlier inputs' Sizes[Axis]
 
-Ranks 1 to 8 from 3_1, as DirectML 1.5's release notes say (erratum:
-docs/operators/join-split.md)."""
+Ranks 1 to 8 from 3_1, as DirectML 1.5's release notes say (erratum: docs/operators/join-split.md)."""
 from __future__ import annotations
 
 import dataclasses

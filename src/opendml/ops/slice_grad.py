@@ -50,9 +50,8 @@ class SliceGradOperatorDesc(SliceWindow):
     input_sizes : sequence of int
         The shape of the result (``slice1``'s input), one entry per axis.
     window_offsets, window_sizes, window_strides : sequence of int
-        ``slice1``'s window, as ``slice1`` takes it (strides non-zero,
-        negative ones walking from the window's end); the window must lie in
-        ``input_sizes``.""")
+        ``slice1``'s window as ``slice1`` takes it (strides non-zero, negative ones walking from the window's end),
+        lying in ``input_sizes``.""")
     SCHEMA = ("(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets, SymInt[] window_sizes, "
               "int[] window_strides) -> Tensor")
     TAKEN = ("InputGradientTensor", "input_gradient_tensor")

@@ -47,19 +47,16 @@ class TileOperatorDesc(MoveOperatorDesc):
     BINDING = Binding("tile", ((2, 3),), {"repeats": [2, 1]}, params="repeats: Ints",
                       returns="of ``x``'s dtype and shape ``x.shape * repeats``",
                       rules="``repeats`` longer than ``x.ndim``, an entry < 1", doc="""DML_TILE: ``x`` repeated ``repeats[i]`` times along axis i;
-    ``out.shape == x.shape * repeats``. ``repeats`` follows ``numpy.tile``'s
-    rule: a sequence shorter than ``x.ndim`` has ones prepended, and an int
-    ``r`` is ``(1, ..., 1, r)`` (only the last axis repeats: ``tile(x, 2)``
-    of a (3, 4) array is (3, 8)).
+    ``out.shape == x.shape * repeats``, ``repeats`` by ``numpy.tile``'s rule: a sequence shorter than ``x.ndim`` has
+    ones prepended, an int ``r`` is ``(1, ..., 1, r)`` (only the last axis repeats: ``tile(x, 2)`` of a (3, 4) array is
+    (3, 8)).
 
     Parameters
     ----------
     repeats : int or sequence of int
-        The repeat count per axis, each >= 1: one entry per axis of ``x``,
-        or fewer (ones are prepended for the leading axes), or an int (the
-        last axis' count). More entries than ``x`` has axes are refused
-        (``numpy.tile`` would add leading axes of size 1: reshape ``x``
-        first).""")
+        The repeat count per axis, each >= 1: one entry per axis of ``x``, or fewer (ones prepended for the leading
+        axes), or an int (the last axis' count). More entries than ``x`` has axes are refused (``numpy.tile`` would add
+        leading axes of size 1: reshape ``x`` first).""")
     FIELDS = (Field("Repeats", "repeats"),)
     COUNTS = {"RepeatsCount": "Repeats"}
     SUPPORT = support({"1_0": 4, "3_1": (1, 8)}, types={"1_0": FLOAT16_32, "2_1": TYPES_2_1, "4_1": _TILE_4_1})
