@@ -68,11 +68,10 @@ def _resource_text(name: str, pieces, count: int, dtype: np.dtype, verbose: bool
 
 
 def format_resource(name: str, values: np.ndarray, verbose: bool = False) -> str:
-    """A ``print`` command's text, as DxDispatch writes it: ``Resource 'NAME': 1, 2, 3``
-    (C++ stream formatting: floats with 6 significant digits, ``%g``); verbose:
-    one ``[index] value (0xBITS)`` line per element. INT8 and UINT8 print as
-    numbers (DxDispatch's stream prints them as characters). (A model's
-    ``print`` writes the same text to its stream piece by piece.)"""
+    """A ``print`` command's text as DxDispatch writes it: ``Resource 'NAME': 1, 2, 3`` (C++ stream formatting:
+    floats with 6 significant digits, ``%g``); verbose: a ``[index] value (0xBITS)`` line per element. INT8 and UINT8
+    print as numbers (DxDispatch's stream prints characters). (A model's ``print`` streams the same text piece by
+    piece.)"""
     values = np.asarray(values).reshape(-1)
     if values.dtype.kind not in "biuf":
         raise TypeError(f"format_resource: values must be an array of numbers; got {values.dtype} elements")

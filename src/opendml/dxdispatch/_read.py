@@ -68,10 +68,9 @@ def loads(text: str) -> dict:
 
 def load(model, base_dir: str | os.PathLike | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
          ) -> tuple[dict, str]:
-    """``(model dict, base folder)`` of a path (the folder is the file's) or of
-    an already parsed dict (the folder is ``base_dir`` or the current one).
-    A path must name a regular file of at most ``model_limit(max_bytes)``
-    bytes (a device, a FIFO or a folder is refused before it is read)."""
+    """``(model dict, base folder)`` of a path (the file's folder) or of a parsed dict (``base_dir`` or the current
+    folder). A path must name a regular file of at most ``model_limit(max_bytes)`` bytes (a device, a FIFO or a
+    folder is refused unread)."""
     if isinstance(model, Mapping):
         check_depth(model)
         return dict(model), os.path.abspath(base_dir if base_dir is not None else os.getcwd())
