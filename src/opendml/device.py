@@ -56,9 +56,11 @@ class Buffer:
         Parameters
         ----------
         array : array_like
-            Numbers (a NumPy array or nested lists); with ``tensor``, of the tensor's sizes.
+            Numbers (a NumPy array or nested lists); with ``tensor``, of the
+            tensor's sizes.
         tensor : TensorDesc, optional
-            The elements' sizes, strides and data type (converted to it); None writes the packed bytes (little-endian).
+            The elements' sizes, strides and data type (converted to it);
+            None writes the packed bytes (little-endian).
         offset : int, default 0
         casting : {"no", "equiv", "safe", "same_kind", "unsafe"}, default "safe"
             The conversions allowed: ``"no"``, ``"equiv"`` and ``"same_kind"`` are NumPy's dtype rules; ``"safe"``
@@ -73,7 +75,8 @@ class Buffer:
         BindingError
             If the bytes written would not lie inside the buffer.
         TypeError
-            If ``tensor`` is not a ``TensorDesc``, or ``array`` is None, a string or a mapping.
+            If ``tensor`` is not a ``TensorDesc``, or ``array`` is None, a
+            string or a mapping.
         """
         w = "Buffer.write"
         offset = as_int(offset, "offset", where=w)
@@ -450,7 +453,8 @@ def check_binding(op: str, what: str, b: BufferBinding, t: TensorDesc, device) -
 
 
 class Device:
-    """A DirectML device: ``"cpu"`` (opendml's C kernels, or NumPy) or ``"cuda"`` (opendml's CUDA kernels through CuPy).
+    """A DirectML device: ``"cpu"`` (opendml's C kernels, or NumPy) or
+    ``"cuda"`` (opendml's CUDA kernels through CuPy).
 
     Parameters
     ----------
@@ -476,12 +480,14 @@ class Device:
         return f"Device({self.kind!r}, feature_level=FeatureLevel.{self.feature_level.name})"
 
     def create_operator(self, desc: OperatorDesc) -> Operator:
-        """Validate ``desc`` at this device's feature level: the operator on this device, to compile next.
+        """Validate ``desc`` at this device's feature level: the operator on
+        this device, to compile next.
 
         Raises
         ------
         UnsupportedError
-            If the operator, a rank or a data type is not supported at the device's feature level.
+            If the operator, a rank or a data type is not supported at the
+            device's feature level.
         ValidationError
             If ``desc`` is not an operator description.
         """
@@ -544,7 +550,8 @@ class Device:
             compiled._owned[i] = BufferBinding(snap, 0, t.total_tensor_size_in_bytes)
 
     def create_binding_table(self, compiled: CompiledOperator) -> BindingTable:
-        """A new binding table for a compiled operator of this device (``BindingError`` for anything else)."""
+        """A new binding table for a compiled operator of this device
+        (``BindingError`` for anything else)."""
         if not isinstance(compiled, CompiledOperator) or compiled.device is not self:
             raise BindingError("create_binding_table: expected a CompiledOperator of this device")
         return BindingTable(compiled)
@@ -594,8 +601,8 @@ class Device:
         Raises
         ------
         BindingError
-            If inputs or outputs are not bound, an owned input was not initialized, or the table or operator belongs
-            elsewhere.
+            If inputs or outputs are not bound, an owned input was not
+            initialized, or the table or operator belongs elsewhere.
         TypeError
             If an argument is not a ``CompiledOperator`` / ``BindingTable``.
         """
@@ -617,7 +624,8 @@ class Device:
         Raises
         ------
         ValidationError
-            If the number of arrays is wrong, an array does not fit its tensor, or the operator has several outputs.
+            If the number of arrays is wrong, an array does not fit its
+            tensor, or the operator has several outputs.
         UnsupportedError
             If the description is not valid at this device's feature level,
             or the device cannot run the operator.

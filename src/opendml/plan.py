@@ -158,9 +158,8 @@ class FoldPlan(_WindowGrid):
 @stored_init
 @dataclasses.dataclass(frozen=True)
 class ScatterPlan(_Sized):
-    """SLICE_GRAD: ``out[p] = in[i]`` where ``p == first + i*step`` (every
-    dimension, ``0 <= i < taken``), else 0; each output element is written once.
-    Input strides are signed (a SLICE1 window walked backwards)."""
+    """SLICE_GRAD: ``out[p] = in[i]`` where ``p == first + i*step`` (every dimension, ``0 <= i < taken``), else 0,
+    each output element written once. Input strides are signed (a SLICE1 window walked backwards)."""
 
     element_size: int
     sizes: tuple[int, ...]            # output sizes
@@ -176,11 +175,9 @@ class ScatterPlan(_Sized):
     in_span, out_span = _spans(lambda p: p.taken, lambda p: p.sizes)
 
     def canonical(self, cpu: bool = False) -> "ScatterPlan":
-        """Size-1 dimensions that take one element dropped, a stable order by
-        output stride (largest first), and a fully covered dimension with step
-        1 merged into the one outside it where that one has step 1 (or, for
-        the CPU kernels, ``cpu``, takes one element) and both walk memory as
-        one (``odml_scatter_canonical`` in C)."""
+        """Size-1 dimensions taking one element dropped, a stable order by output stride (largest first), and a fully
+        covered step-1 dimension merged into the one outside it where that one has step 1 (for the CPU kernels,
+        ``cpu``: or takes one element) and both walk memory as one (``odml_scatter_canonical`` in C)."""
         dims = sorted((d for d in zip(self.sizes, self.out_strides, self.first, self.step, self.taken,
                                       self.in_strides) if d[0] != 1 or d[4] != 1), key=lambda d: d[1], reverse=True)
         merged: list = []
@@ -325,10 +322,8 @@ class _IndexedPass(_Walk):
 
 @dataclasses.dataclass(frozen=True)
 class Gather(_IndexedPass):
-    """``dst[do + sum(d*ds)] = src[so + sum(d*ss) + sum_k c_k(d) * stride_k]``
-    over ``sizes``, each c_k an ``IndexAxis`` of ``indices`` (``src_strides``
-    is 0 along the dimensions an index stands for). Same source and
-    destination type."""
+    """``dst[do + sum(d*ds)] = src[so + sum(d*ss) + sum_k c_k(d) * stride_k]`` over ``sizes``, each c_k an
+    ``IndexAxis`` of ``indices`` (``src_strides`` 0 along the dimensions an index stands for); one type in and out."""
     #: Where set, a position whose source element a later position (row-major order of ``sizes``) also reads gets 0:
     #: the adjoint of a last-write-wins scatter for its updates (a repeated index's overwritten updates get no
     #: gradient).

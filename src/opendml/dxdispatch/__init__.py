@@ -58,10 +58,12 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
     base_dir : str, os.PathLike or None, optional
         The folder file paths are relative to (default: the model file's, or the current folder for a dict).
     out : file-like or None, optional
-        Where ``print`` commands and writeFile notices go (default ``sys.stdout``).
+        Where ``print`` commands and writeFile notices go (default
+        ``sys.stdout``).
     max_bytes : int, optional
-        The most bytes the resources may take in all (default ``DEFAULT_MAX_BYTES``, 2 GiB; the run holds them and a few
-        MiB more); a model file may hold a sixteenth of it, at least 1 MiB (``model_limit``).
+        The most bytes the resources may take in all (default
+        ``DEFAULT_MAX_BYTES``, 2 GiB; the run holds them and a few MiB more);
+        a model file may hold a sixteenth of it, at least 1 MiB (``model_limit``).
 
     Returns
     -------
@@ -83,10 +85,11 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
         If a dispatchable is not an operator opendml has (or no DirectML operator), needs a higher feature level, or the
         device is unusable (``"cuda"`` without CUDA).
     BindingError
-        If a binding breaks DirectML's binding rules (alignment, range, size, overlap).
+        If a binding breaks DirectML's binding rules (alignment, range,
+        size, overlap).
     AllocationError
-        (``opendml.runtime.alloc.AllocationError``, a ``ValidationError``) If a host copy of a resource cannot be
-        allocated.
+        (``opendml.runtime.alloc.AllocationError``, a ``ValidationError``)
+        If a host copy of a resource cannot be allocated.
     TypeError
         If ``model`` is neither a path nor a mapping.
     ValueError

@@ -68,10 +68,9 @@ def round_up_4(nbytes: int) -> int:
 
 
 def check_sizes_strides(sizes, strides, *, where: str):
-    """Sizes and strides checked by every rule of DML_BUFFER_TENSOR_DESC that
-    does not depend on a feature level: 1 to 8 dimensions, sizes in [1,
-    UINT32_MAX], at most UINT32_MAX elements, strides (one per dimension) in
-    [0, UINT32_MAX]. Returns them as tuples of ints (strides may be None)."""
+    """Sizes and strides, as tuples of ints (strides may be None), checked by every DML_BUFFER_TENSOR_DESC rule not
+    depending on a feature level: 1 to 8 dimensions, sizes in [1, UINT32_MAX], at most UINT32_MAX elements, strides
+    (one per dimension) in [0, UINT32_MAX]."""
     sizes = as_int_tuple(sizes, "Sizes", where=where)
     if not 1 <= len(sizes) <= MAX_RANK:
         raise ValidationError(f"{where}: DimensionCount must be in [1, {MAX_RANK}]; got {len(sizes)}")
@@ -91,9 +90,8 @@ def check_sizes_strides(sizes, strides, *, where: str):
 
 
 def _span(sizes: tuple, strides: tuple) -> int:
-    """``sum((sizes[i] - 1) * strides[i]) + 1`` when ``strides`` holds one plain
-    int in [0, UINT32_MAX] per size (sizes already checked) and
-    the byte size fits in 64 bits for any element size; else 0."""
+    """``sum((sizes[i] - 1) * strides[i]) + 1`` where ``strides`` holds a plain int in [0, UINT32_MAX] per size
+    (sizes checked) and the byte size fits in 64 bits for any element size; else 0."""
     if len(strides) != len(sizes):
         return 0
     span = 1
@@ -253,10 +251,9 @@ class TensorDesc:
 
     @classmethod
     def nhwc(cls, data_type, sizes, **kw) -> "TensorDesc":
-        """A description of packed channels-last data, for 4 or 5 sizes in NCHW
-        or NCDHW order (strides from ``nhwc_strides``; ``kw``: the other
-        ``TensorDesc`` fields); ``ValidationError`` as ``nhwc_strides`` and
-        ``TensorDesc`` raise it."""
+        """A description of packed channels-last data for 4 or 5 sizes in NCHW or NCDHW order (strides:
+        ``nhwc_strides``; ``kw``: the other fields); ``ValidationError`` as ``nhwc_strides`` and ``TensorDesc`` raise
+        it."""
         return cls(data_type, sizes, nhwc_strides(sizes), **kw)
 
     @property

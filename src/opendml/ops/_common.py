@@ -129,7 +129,8 @@ class OperatorDesc:
     OPERATOR : str
         DirectML's operator name without ``DML_OPERATOR_`` (``"SLICE1"``).
     TYPE_VALUE : int
-        Its ``DML_OPERATOR_TYPE`` value (derived: its index in ``_spec.OPERATOR_TYPES``).
+        Its ``DML_OPERATOR_TYPE`` value (derived: its index in
+        ``_spec.OPERATOR_TYPES``).
     INTRODUCED : FeatureLevel
         The feature level that introduced the operator (derived: ``SUPPORT``'s first level).
     SUPPORT : tuple of SupportRow
@@ -144,14 +145,18 @@ class OperatorDesc:
         The other fields in the struct's order (``_spec`` kinds: ``Field``/``IntArray``, ``UInt``, ``Int``, ``Float``,
         ``Bool``, ``Enum``, ``ScalarUnion``, ``Struct``).
     COUNTS : dict[str, str]
-        DirectML's count fields (``DimensionCount``, ``InputCount``, ``RepeatsCount``...) mapped to the JSON name of the
-        array each counts; by default ``DimensionCount`` counts the first integer-array field.
+        DirectML's count fields (``DimensionCount``, ``InputCount``,
+        ``RepeatsCount``...) mapped to the JSON name of the array each
+        counts; by default ``DimensionCount`` counts the first integer-array
+        field.
     OUTPUT_DERIVABLE : bool
         Whether every output slot is optional (derived from the inputs where None).
     DEFAULT_INPUT_START : int
-        The first value of the pages' example inputs (1 by default: 1, 2, ...; or 0, 1, ...).
+        The first value of the pages' example inputs (1 by default: 1, 2,
+        ...; or 0, 1, ...).
     inputs : tuple of TensorDesc
-        Every input tensor, in slot order (a ``many`` slot spread out); ``input_tensor`` is the first.
+        Every input tensor, in slot order (a ``many`` slot spread out);
+        ``input_tensor`` is the first.
     outputs : tuple of TensorDesc
         Every output tensor, in slot order; ``output_tensor`` is the first.
     """
@@ -317,10 +322,12 @@ class OperatorDesc:
         return v
 
     def _derive_output(self, sizes, rule: str | None = None) -> None:
-        """An output left None becomes a packed one of ``sizes`` and the input's DataType (sizes out of DirectML's
-        range, a size or an element count above UINT32, are an error naming the operator and, given ``rule``, where
-        they come from); then every slot's checks (``_check_tensors``) and, given ``rule`` (where ``sizes`` come
-        from, in words), ``OutputTensor.Sizes == sizes``."""
+        """An output left None becomes a packed one of ``sizes`` and the
+        input's DataType (sizes out of DirectML's range, a size or an element
+        count above UINT32, are an error naming the operator and, given
+        ``rule``, where they come from); then every slot's checks
+        (``_check_tensors``) and, given ``rule`` (where ``sizes`` come from,
+        in words), ``OutputTensor.Sizes == sizes``."""
         if self.output_tensor is None:
             try:
                 self._set("output_tensor", TensorDesc(self.input_tensor.data_type, sizes))
@@ -445,9 +452,10 @@ class OperatorDesc:
         ValidationError
             If ``feature_level`` is not a known feature level.
         UnsupportedError
-            If the operator was introduced after ``feature_level``, a tensor's rank or data type is not in the support
-            table at that level, or an operator's own level-dependent rule (such as a padding mode introduced later) is
-            not met.
+            If the operator was introduced after ``feature_level``, a
+            tensor's rank or data type is not in the support table at that
+            level, or an operator's own level-dependent rule (such as a
+            padding mode introduced later) is not met.
         """
         level = FeatureLevel.parse(feature_level)
         if level < self.INTRODUCED:

@@ -1,19 +1,17 @@
-"""DML_FOLD_OPERATOR_DESC: sum sliding blocks back into an image (col2im), the
-adjoint of UNFOLD, over 1 to 6 spatial dimensions.
+"""DML_FOLD_OPERATOR_DESC (col2im, UNFOLD's adjoint): sliding blocks summed back into an image, over 1 to 6 spatial
+dimensions.
 
     BlocksPerDimension[d] = (OutputSpatialSize[d] + StartPadding[d] + EndPadding[d]
                              - Dilations[d] * (WindowSizes[d] - 1) - 1) / Strides[d] + 1
-    Input sizes: (N, C x prod(WindowSizes), prod(BlocksPerDimension)),
-    optionally preceded by 1s up to the output's DimensionCount (erratum:
-    docs/operators/fold.md).
+    Input sizes: (N, C x prod(WindowSizes), prod(BlocksPerDimension)), optionally after 1s up to the output's
+    DimensionCount (erratum: docs/operators/fold.md).
     Output[n, c, p] = sum over window elements k (row-major, increasing) of
                       Input[n, c * prod(WindowSizes) + k, b]
                       where b*Strides + k*Dilations - StartPadding == p
-    (b the row-major block multi-index; a value whose position falls in the
-    padding is dropped; an output element no block reaches is 0).
+    (b the row-major block multi-index; values positioned in the padding are dropped; an output element no block reaches
+    is 0).
 
-The output description is required: the spatial sizes come from it. Sums are
-exact and deterministic (see ``FoldPlan``)."""
+The output description is required (the spatial sizes come from it). Sums are exact and deterministic (``FoldPlan``)."""
 from __future__ import annotations
 
 import dataclasses

@@ -5,7 +5,8 @@
     Output[..., offset_i + j, ...] = InputTensors[i][..., j, ...],
         offset_i = sum of the earlier inputs' Sizes[Axis]
 
-Ranks 1 to 8 from 3_1, as DirectML 1.5's release notes say (erratum: docs/operators/join-split.md)."""
+Ranks 1 to 8 from 3_1, as DirectML 1.5's release notes say (erratum:
+docs/operators/join-split.md)."""
 from __future__ import annotations
 
 import dataclasses
