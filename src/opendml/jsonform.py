@@ -205,10 +205,9 @@ DEFAULT_MAX_BYTES = 2 << 30
 
 
 def text_limit(max_bytes: int) -> int:
-    """The most bytes a JSON file (a description, a DxDispatch model) may hold
-    under a memory limit of ``max_bytes``: a sixteenth of it (parsed JSON takes
-    up to about 16 bytes of memory per byte of text: a list of numbers becomes
-    Python objects), at least 1 MiB."""
+    """The most bytes a JSON file (a description, a DxDispatch model) may hold under a memory limit of ``max_bytes``:
+    a sixteenth of it, at least 1 MiB (parsed JSON takes up to about 16 bytes per byte of text: a list of numbers
+    becomes Python objects)."""
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int):
         raise TypeError(f"max_bytes must be an int (bytes); got {type(max_bytes).__name__}")
     return max(max_bytes // 16, 1 << 20)
@@ -241,10 +240,9 @@ class NpyError(ValueError):
 
 
 def npy_header(f, versions=((1, 0), (2, 0))):
-    """``(shape, fortran order, dtype)`` of the .npy file ``f`` (read from its
-    start; ``versions``: the format versions taken), or an ``NpyError``
-    saying why not: no NumPy magic (an empty file, a .npz archive), another
-    format version, a header cut short or malformed."""
+    """``(shape, fortran order, dtype)`` of the .npy file ``f``, read from its start (``versions``: the format
+    versions taken), or an ``NpyError`` saying why not: no NumPy magic (an empty file, a .npz archive), another
+    version, a header cut short or malformed."""
     fmt = np.lib.format
     try:
         head = f.read(len(fmt.MAGIC_PREFIX))

@@ -42,9 +42,8 @@ class _Resource:
 
 
 class _Budget:
-    """Bytes the model's buffers may take (``max_bytes`` in all). Initial
-    values are checked against what is left before they are read (they are
-    written into their buffer piece by piece), buffers are taken from it."""
+    """Bytes the model's buffers may take (``max_bytes`` in all): buffers are taken from it, and initial values
+    (written into their buffer piece by piece) checked against what is left before they are read."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes, self.used = max_bytes, 0
@@ -196,9 +195,8 @@ def _sequence(start, delta, count: int, dt: DataType, where: str):
 
 
 def _mixed_values(items: list, where: str, budget: _Budget) -> np.ndarray:
-    """A list initialiser (initialValuesDataType UNKNOWN): ``{"type", "value",
-    "name"}`` objects packed one after the other without padding (at most 8
-    bytes each, made from an object of the model's text: bounded by it)."""
+    """A list initialiser (initialValuesDataType UNKNOWN): ``{"type", "value", "name"}`` objects packed without
+    padding (at most 8 bytes each, made from an object of the model's text, which bounds them)."""
     budget.check(8 * len(items), where, "initialValues")
     parts = []
     for i, item in enumerate(items):
@@ -315,9 +313,8 @@ def _npy_header(f, size: int, dt: DataType | None, w: str, budget: _Budget):
 
 
 def _fill_npy(path: str, header, target: _Target, w: str) -> None:
-    """A .npy file's data into the target in pieces: C order as it lies; a
-    Fortran-order array in blocks contiguous in the file, each written
-    through the transposed view of the target's elements."""
+    """A .npy file's data into the target in pieces: C order as it lies, Fortran order in blocks contiguous in the
+    file, each written through the transposed view of the target's elements."""
     dtype, out, shape, fortran, start = header
     stored = dtype if dtype != _NPY_BOOL else np.dtype(np.uint8)
     with _reading(path, w, path) as f:

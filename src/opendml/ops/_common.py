@@ -322,12 +322,10 @@ class OperatorDesc:
         return v
 
     def _derive_output(self, sizes, rule: str | None = None) -> None:
-        """An output left None becomes a packed one of ``sizes`` and the
-        input's DataType (sizes out of DirectML's range, a size or an element
-        count above UINT32, are an error naming the operator and, given
-        ``rule``, where they come from); then every slot's checks
-        (``_check_tensors``) and, given ``rule`` (where ``sizes`` come from,
-        in words), ``OutputTensor.Sizes == sizes``."""
+        """An output left None becomes a packed one of ``sizes`` and the input's DataType (sizes out of DirectML's
+        range, a size or element count above UINT32, raise an error naming the operator and, given ``rule``, their
+        origin); then every slot's checks (``_check_tensors``) and, given ``rule`` (the origin of ``sizes``, in
+        words), ``OutputTensor.Sizes == sizes``."""
         if self.output_tensor is None:
             try:
                 self._set("output_tensor", TensorDesc(self.input_tensor.data_type, sizes))

@@ -1,12 +1,11 @@
-"""DML_SLICE_GRAD_OPERATOR_DESC: the adjoint of SLICE1. The output gradient has
-the shape of SLICE1's input; every element SLICE1 would have read receives the
-matching input-gradient value, every other element is 0:
+"""DML_SLICE_GRAD_OPERATOR_DESC, SLICE1's adjoint: an output gradient of SLICE1's input's shape, each element SLICE1
+would read receiving the matching input-gradient value, the others 0:
 
     CopyStart = InputWindowOffsets (+ InputWindowSizes - 1 where the stride is negative)
     OutputGradient[CopyStart + InputWindowStrides * c] = InputGradient[c]   (0 elsewhere)
 
-SLICE1's rules read backwards (``SliceWindow``): the window must fit the
-OUTPUT gradient, and the input gradient's sizes are SLICE1's output sizes."""
+SLICE1's rules read backwards (``SliceWindow``): the window must fit the OUTPUT gradient, the input gradient's sizes
+being SLICE1's output sizes."""
 from __future__ import annotations
 
 import dataclasses
@@ -23,9 +22,8 @@ from .slice1 import _plain_window as _slice1_window
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
 class SliceGradOperatorDesc(SliceWindow):
-    """``OutputGradientTensor`` is required (it has the shape of SLICE1's input,
-    which the window does not determine). ``input_tensor``/``output_tensor``
-    are the two gradient tensors, for code shared by every operator."""
+    """``OutputGradientTensor`` is required (SLICE1's input's shape, which the window does not determine);
+    ``input_tensor``/``output_tensor`` are the two gradients, for code every operator shares."""
 
     input_gradient_tensor: TensorDesc
     output_gradient_tensor: TensorDesc
@@ -130,10 +128,9 @@ class SliceGradOperatorDesc(SliceWindow):
     scatter_axes = SliceWindow.window_axes
 
     def _passes(self, layouts):
-        """One ``SliceScatter`` pass, walking output positions upwards: where
-        a stride is negative, position ``first + |stride| * i`` receives
-        input-gradient element ``taken - 1 - i``, so that dimension's input
-        stride is negated and its origin moved to the last element."""
+        """One ``SliceScatter`` pass walking output positions upwards: along a negative stride, position ``first +
+        |stride| * i`` receives input-gradient element ``taken - 1 - i``, so the input stride is negated and the
+        origin moved to the last element."""
         ((ts, origin),) = layouts
         grad, out = self.input_gradient_tensor, self.output_gradient_tensor
         first, step, back = window_walk(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
@@ -145,9 +142,8 @@ class SliceGradOperatorDesc(SliceWindow):
 
 
 def _plain_window(dims, taken, offsets, window, steps) -> tuple | None:
-    """SLICE1's ``_plain_window`` on the output gradient (``dims``), at most
-    the reachable elements taken (``taken``, the input gradient's sizes, one
-    per dimension): ``(offsets, window, steps)`` as tuples, else None."""
+    """SLICE1's ``_plain_window`` on the output gradient (``dims``), taking at most the reachable elements
+    (``taken``: the input gradient's sizes): ``(offsets, window, steps)`` as tuples, else None."""
     got = _slice1_window(dims, offsets, window, steps)
     if got is None or any(g > most for g, most in zip(taken, got[3])):
         return None
@@ -172,10 +168,9 @@ def plain_lowering(in_sizes: tuple, input_sizes, offsets, window, steps) -> tupl
 
 
 def window_walk(offsets, window, steps, taken) -> tuple[list, list, list]:
-    """``(first, step, reversed)`` per dimension of the positions a SLICE1
-    window (taking ``taken`` elements per dimension) reads and SLICE_GRAD's
-    writes, walked upwards: a negative stride starts at the last element
-    read (``first_positions``), its dimension walked backwards (1)."""
+    """``(first, step, reversed)`` per dimension of the positions a SLICE1 window (taking ``taken`` elements per
+    dimension) reads and SLICE_GRAD writes, walked upwards: a negative stride starts at the last element read
+    (``first_positions``), its dimension walked backwards (1)."""
     first, step, back = [], [], []
     for o, s, w, g in zip(offsets, window, steps, taken):
         first.append(o if w > 0 else o + (s - 1) + w * (g - 1))
