@@ -160,9 +160,8 @@ def _check_tensor_arg(tensor, where: str, casting: str = "safe") -> None:
 
 
 def host_array(array, where: str) -> np.ndarray:
-    """``array`` as a NumPy array of booleans, integers or floats; anything
-    else (None, strings, mappings, sets, masked arrays, ragged or nested
-    objects, complex numbers) is refused with a message naming ``where``."""
+    """``array`` as a NumPy array of booleans, integers or floats; anything else (None, strings, mappings, sets,
+    masked arrays, ragged or nested objects, complex numbers) refused, the message naming ``where``."""
     if array is None or isinstance(array, (str, bytes, bytearray, Mapping, Set)):
         raise TypeError(f"{where}: array must be an array of numbers (a NumPy array or nested lists); "
                         f"got {type(array).__name__}")

@@ -87,8 +87,7 @@ def host_bytes(buffer) -> np.ndarray | None:
 
 
 def buffer_pieces(buffer, nbytes: int, dtype: np.dtype, step_bytes: int = READ_BYTES):
-    """The first ``nbytes`` of ``buffer`` (a whole number of ``dtype``
-    elements) as ``(first index, elements)`` pieces of at most
+    """``buffer``'s first ``nbytes`` (whole ``dtype`` elements) as ``(first index, elements)`` pieces of at most
     ``step_bytes``: views of a CPU buffer's memory, else read piece by piece."""
     host = host_bytes(buffer)
     step = max(step_bytes // dtype.itemsize, 1) * dtype.itemsize
@@ -229,9 +228,8 @@ def check_output_dir(directory: str | os.PathLike, names) -> str:
 
 
 def write_resources(results: dict[str, np.ndarray], directory: str | os.PathLike) -> list[str]:
-    """Write every array of ``results`` as ``DIRECTORY/NAME.npy``, all or none:
-    the files are written into a temporary folder first, then moved (a new
-    ``DIRECTORY`` is the temporary folder renamed). Returns the paths."""
+    """Write every array of ``results`` as ``DIRECTORY/NAME.npy``, all or none: into a temporary folder first, then
+    moved (a new ``DIRECTORY`` is the temporary folder renamed). Returns the paths."""
     if not isinstance(results, Mapping):
         raise TypeError(f"write_resources: results must be a mapping of names to arrays; got "
                         f"{type(results).__name__}")

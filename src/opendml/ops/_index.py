@@ -81,9 +81,8 @@ def index_support(first: str, first_types: frozenset | None = None) -> tuple[Sup
 
 
 class IndexOperatorDesc(MoveOperatorDesc):
-    """Base of the index-driven operators: ``INDEX_SLOT`` names the index
-    tensor's field (``IndicesTensor``; REVERSE_SUBSEQUENCES'
-    ``SequenceLengthsTensor``), ``INDEX_ATTR`` its attribute."""
+    """Base of the index-driven operators: ``INDEX_SLOT`` is the index tensor's field (``IndicesTensor``;
+    REVERSE_SUBSEQUENCES' ``SequenceLengthsTensor``), ``INDEX_ATTR`` its attribute."""
 
     INDEX_SLOT = "IndicesTensor"
     INDEX_ATTR = "indices_tensor"
@@ -116,10 +115,8 @@ class IndexOperatorDesc(MoveOperatorDesc):
                      for j in range(len(self.inputs)))
 
     def _check_tensors(self) -> None:
-        """Every slot a TensorDesc of one DimensionCount, outputs not
-        OWNED_BY_DML (``_check_slot_tensors``); the index tensor of an integer
-        index type; every tensor of ``DATA_SLOTS`` (DirectML names) of the
-        first one's DataType."""
+        """Every slot a TensorDesc of one DimensionCount, no output OWNED_BY_DML (``_check_slot_tensors``); an index
+        tensor of an integer index type; the tensors of ``DATA_SLOTS`` (DirectML names) of the first one's DataType."""
         self._check_slot_tensors(same_type=False)
         idx = getattr(self, self.INDEX_ATTR)
         if idx.data_type not in self.INDEX_ANY_LEVEL:
@@ -136,9 +133,8 @@ class IndexOperatorDesc(MoveOperatorDesc):
                                 f"got {t.data_type.name} != {first.data_type.name}")
 
     def _same_rank(self, name: str, tensor, inp: TensorDesc) -> TensorDesc:
-        """``tensor`` (the slot ``name``) is a TensorDesc of InputTensor's
-        DimensionCount: every tensor of these operators has the same
-        DimensionCount (leading 1s pad the meaningful dimensions)."""
+        """``tensor`` (slot ``name``) is a TensorDesc of InputTensor's DimensionCount, which all these operators'
+        tensors share (leading 1s pad the meaningful dimensions)."""
         if not isinstance(tensor, TensorDesc):
             raise self._err(f"{name} must be a TensorDesc; got {type(tensor).__name__}")
         if tensor.rank != inp.rank:
@@ -203,10 +199,9 @@ def _remap(indices, slot: int) -> tuple[IndexAxis, ...]:
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class _OfPrimal(IndexOperatorDesc):
-    """``IndexAdjointDesc`` and ``IndexPrimalDesc``: linear maps built from
-    the passes of ``primal`` (an index-driven description) for its data
-    input ``wrt``, the indices their input 1 (their input 0 and the output
-    named by ``_like``). Not DirectML operators."""
+    """``IndexAdjointDesc`` and ``IndexPrimalDesc`` (no DirectML operators): linear maps built from the passes of
+    ``primal``, an index-driven description, for its data input ``wrt``; the indices are their input 1 (``_like``
+    names input 0 and the output)."""
 
     primal: IndexOperatorDesc
     wrt: int
@@ -235,9 +230,8 @@ class _OfPrimal(IndexOperatorDesc):
         raise NotImplementedError
 
     def _primal_layouts(self, index_layout, wrt_layout) -> list:
-        """The primal's input layouts: ``index_layout`` for its indices,
-        ``wrt_layout`` for its input ``wrt``, its own strides for the other
-        data inputs (which the passes built from the primal's never read)."""
+        """The primal's input layouts: ``index_layout`` for its indices, ``wrt_layout`` for its input ``wrt``, its
+        own strides for the other data inputs (never read by passes built from the primal's)."""
         p = self.primal
         k = p._index_position()
         return [index_layout if j == k else wrt_layout if j == self.wrt else (t.element_strides, 0)

@@ -1,5 +1,4 @@
-"""DML_PADDING_OPERATOR_DESC: the input inflated by ``StartPadding`` and
-``EndPadding`` elements per dimension,
+"""DML_PADDING_OPERATOR_DESC: the input grown by ``StartPadding`` and ``EndPadding`` elements per dimension,
 
     OutputTensor.Sizes[i] = InputTensor.Sizes[i] + StartPadding[i] + EndPadding[i]
     Output[o] = Input[o - StartPadding]  where that lies inside the input,
@@ -10,9 +9,8 @@
       SYMMETRIC   mirrored repeating the edge, periodically (period 2n)   (feature level 3_0)
       WRAP        Input[i mod n]                                          (feature level 6_4)
 
-Padding may exceed the input's size in every mode. ``PaddingValue`` is a
-FLOAT, converted to the output's type by CAST's rules. Errata and decisions
-(SYMMETRIC and WRAP, REFLECTION of one element): docs/operators/padding.md."""
+Padding may exceed the input's size in every mode. ``PaddingValue``, a FLOAT, converts to the output's type by CAST's
+rules. Errata and decisions (SYMMETRIC and WRAP, REFLECTION of one element): docs/operators/padding.md."""
 from __future__ import annotations
 
 import dataclasses
