@@ -59,9 +59,8 @@ def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, s
 
 def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, start_padding: Ints = 0, end_padding: Ints = 0) -> Any:
     """DML_FOLD (col2im), the adjoint of ``unfold``: ``x`` of shape (N, C *
-    prod(window_sizes), BlockCount) summed back into an array of shape (N, C,
-    *output_sizes), each output element adding its window elements in
-    increasing window order (float16 sums in float32; integers wrap)."""
+    prod(window_sizes), BlockCount) summed back into an array of shape (N, C, *output_sizes), each output element adding
+    its window elements in increasing window order (float16 summing in float32; integers wrapping)."""
 
 
 def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[int], window_sizes: Sequence[int], window_strides: Sequence[int]) -> Any:
@@ -83,10 +82,8 @@ def cast(x: Any, dtype: Any) -> Any:
 
 def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = 'constant', value: Any = 0) -> Any:
     """DML_PADDING1: ``x`` padded by ``start_padding``/``end_padding`` elements
-    per axis (an int pads every axis). ``mode``: "constant" (``value``, of
-    ``x``'s type), "edge", "reflect", "symmetric" or "wrap", as DirectML's
-    DML_PADDING_MODE (padding may exceed the axis' size; it repeats
-    periodically)."""
+    per axis (an int pads every axis), ``mode`` "constant" (``value``, of ``x``'s type), "edge", "reflect", "symmetric"
+    or "wrap", as DirectML's DML_PADDING_MODE (padding longer than the axis repeats periodically)."""
 
 
 def join(arrays: Sequence[Any], axis: int) -> Any:
@@ -130,9 +127,8 @@ def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = Tr
 
 def gather_nd(x: Any, indices: Any, batch_dimensions: int = 0, *, check_indices: bool = True) -> Any:
     """DML_GATHER_ND1 (ONNX GatherND): ``indices``' last axis holds index
-    tuples of q entries into ``x``'s dimensions after the first
-    ``batch_dimensions`` (which both arrays share); ``out.shape ==
-    indices.shape[:-1] + x.shape[batch_dimensions + q:]``."""
+    tuples of q entries into ``x``'s dimensions after the first ``batch_dimensions`` (shared by both arrays);
+    ``out.shape == indices.shape[:-1] + x.shape[batch_dimensions + q:]``."""
 
 
 def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_indices: bool = True) -> Any:

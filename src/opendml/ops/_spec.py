@@ -317,9 +317,8 @@ class ScalarUnion(FieldKind):
 
 
 def input_type(parsed: dict):
-    """The default of a ``DML_TENSOR_DATA_TYPE`` field the JSON form leaves out
-    (PADDING1's ``PaddingValueDataType``, DIAGONAL_MATRIX1's ``ValueDataType``):
-    the input's type, or None without an input (then the output's)."""
+    """The default of a ``DML_TENSOR_DATA_TYPE`` field the JSON form leaves out (PADDING1's ``PaddingValueDataType``,
+    DIAGONAL_MATRIX1's ``ValueDataType``): the input's type, or None without an input (the output's then)."""
     return getattr(parsed.get("InputTensor"), "data_type", None)
 
 
@@ -394,9 +393,8 @@ class Binding:
 
 
 def scalar_int(value) -> int | None:
-    """``value`` as an int where an int is given in place of a sequence: a
-    Python or NumPy integer (not a bool), or a 0-d array whose entry
-    ``as_int`` reads as one (NumPy, PyTorch...); else None."""
+    """``value`` as an int where one is given for a sequence: a Python or NumPy integer (no bool), or a 0-d array
+    whose entry ``as_int`` reads as one (NumPy, PyTorch...); else None."""
     if isinstance(value, (int, np.integer)):
         return None if isinstance(value, bool) else int(value)
     if getattr(value, "ndim", None) == 0:

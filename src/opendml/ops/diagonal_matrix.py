@@ -56,9 +56,8 @@ def _band(lo: int, hi: int, h: int, w: int) -> list[tuple[int, int, tuple, tuple
 
 
 class _DiagonalRules(MoveOperatorDesc):
-    """What both generators share: the output's checks and the lowering of
-    ``fill_ranges()`` (the diagonals ``x - y`` filled: half-open ranges)
-    filled with ``fill_value()`` (a value of the output's type)."""
+    """What both generators share: the output's checks and the lowering filling ``fill_ranges()`` (half-open ranges
+    of diagonals ``x - y``) with ``fill_value()`` (of the output's type)."""
 
     DEFAULT_INPUT_START = 1
 

@@ -68,9 +68,8 @@ class FoldOperatorDesc(_Windowed):
                       shape="The columns, of shape (N, C * prod(window_sizes), BlockCount)",
                       returns="of ``x``'s dtype and shape (N, C, *output_sizes)",
                       rules="BlockCount or the channels not what the window gives", doc=f"""DML_FOLD (col2im), the adjoint of ``unfold``: ``x`` of shape (N, C *
-    prod(window_sizes), BlockCount) summed back into an array of shape (N, C,
-    *output_sizes), each output element adding its window elements in
-    increasing window order (float16 sums in float32; integers wrap).
+    prod(window_sizes), BlockCount) summed back into an array of shape (N, C, *output_sizes), each output element adding
+    its window elements in increasing window order (float16 summing in float32; integers wrapping).
 
     Scalars apply to every spatial axis; the number of spatial axes is the length of ``output_sizes``, else of
     ``window_sizes``, else 1. BlockCount must be what ``unfold`` gives for an input of the output's shape with the same
@@ -82,8 +81,7 @@ class FoldOperatorDesc(_Windowed):
         The spatial sizes of the result.
 {WINDOW_DOC}
     start_padding, end_padding : int or sequence of int, optional
-        The padding ``unfold`` applied before and after each spatial axis
-        (default 0); padded positions are dropped.""")
+        The padding ``unfold`` applied before and after each spatial axis (default 0), whose positions are dropped.""")
     SCHEMA = ("(Tensor x, SymInt[] output_sizes, int[] window_sizes, int[] strides, int[] dilations, "
               "int[] start_padding, int[] end_padding) -> Tensor")
     OUTPUT_DERIVABLE = False
@@ -225,9 +223,8 @@ class FoldOperatorDesc(_Windowed):
 
 def plain_lowering(in_sizes: tuple, output_sizes, window_sizes, strides=1, dilations=1, start_padding=0,
                    end_padding=0) -> tuple | None:
-    """``(output sizes (N, C, *output_sizes), window, strides, dilations, start
-    padding, blocks per dimension)`` (see ``opendml.ops``); the spatial axes
-    are counted by ``output_sizes``, else ``window_sizes``, else 1."""
+    """``(output sizes (N, C, *output_sizes), window, strides, dilations, start padding, blocks per dimension)`` (see
+    ``opendml.ops``), the spatial axes counted by ``output_sizes``, else ``window_sizes``, else 1."""
     fields = (output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
     d = next((len(v) for v in fields[:2] if type(v) is list or type(v) is tuple), 1)
     spatial, *window = [(v,) * d if type(v) is int else v for v in fields]

@@ -78,10 +78,9 @@ class _NdIndexing(IndexOperatorDesc):
         return (1,) * (self.input_tensor.rank - len(full)) + full
 
     def _nd_axes(self, xs, is_, io, data_strides):
-        """(pass sizes, the data tensor's strides over them, the IndexAxes):
-        ``xs`` the input's strides (where the batch and trailing dimensions
-        read), ``data_strides`` those of the tensor indexed (the input for a
-        gather, the output for a scatter)."""
+        """(pass sizes, the indexed data tensor's strides over them, the IndexAxes): ``xs`` the input's strides (read
+        along the batch and trailing dimensions), ``data_strides`` the indexed tensor's (a gather's input, a
+        scatter's output)."""
         inp, idx, b = self.input_tensor, self.indices_tensor, self._nd_batch
         d = inp.rank
         q = idx.sizes[d - 1]
@@ -117,16 +116,14 @@ class GatherNd1OperatorDesc(_NdIndexing):
                       "x.shape[batch_dimensions + q:]``", rules="indices without the tuples' axis, "
                       "``batch_dimensions`` not below the indices' rank, a tuple size q outside [1, x.ndim - "
                       "batch_dimensions]", doc=f"""DML_GATHER_ND1 (ONNX GatherND): ``indices``' last axis holds index
-    tuples of q entries into ``x``'s dimensions after the first
-    ``batch_dimensions`` (which both arrays share); ``out.shape ==
-    indices.shape[:-1] + x.shape[batch_dimensions + q:]``.
+    tuples of q entries into ``x``'s dimensions after the first ``batch_dimensions`` (shared by both arrays);
+    ``out.shape == indices.shape[:-1] + x.shape[batch_dimensions + q:]``.
 
     Parameters
     ----------
     {INDICES_DOC.format(what="Index tuples along the last axis")}
     batch_dimensions : int, optional
-        DirectML's BatchDimensionCount: the leading dimensions ``x`` and
-        ``indices`` share (default 0).
+        DirectML's BatchDimensionCount: the leading dimensions ``x`` and ``indices`` share (default 0).
     {CHECK_INDICES_DOC}""")
     C_INDEX = 4
     FIELDS = (*_NdIndexing.FIELDS, UInt("BatchDimensionCount", "batch_dimension_count"))

@@ -22,10 +22,8 @@ _TILE_4_1 = TYPES_2_1 | {_T.INT64, _T.UINT64}
 
 
 def numpy_repeats(value, rank: int):
-    """``repeats`` by NumPy's rule (``numpy.tile``): an int, or a sequence
-    shorter than the rank, has ones prepended (an int ``r`` is ``(1, ...,
-    1, r)``: only the last axis repeats); anything else goes to the
-    description as given."""
+    """``repeats`` by ``numpy.tile``'s rule: ones prepended to an int (``r`` is ``(1, ..., 1, r)``: only the last
+    axis repeats) or a sequence shorter than the rank; anything else to the description as given."""
     n = scalar_int(value)
     if n is not None:
         return (1,) * (rank - 1) + (n,)
