@@ -133,9 +133,8 @@ class Buffer:
 
     @contextlib.contextmanager
     def _elements(self, offset: int, tensor: TensorDesc, write: bool):
-        """The tensor's elements as a NumPy view: of the storage itself on the
-        CPU, else of a host copy of their byte span (written back on a clean
-        exit when ``write``)."""
+        """The tensor's elements as a NumPy view of the storage itself on the CPU, else of a host copy of their byte
+        span (written back on a clean exit where ``write``)."""
         span, storage = tensor.min_size_in_bytes, self._storage      # every element lies in [0, span)
         if isinstance(storage, np.ndarray) and storage.dtype == np.uint8 and storage.ndim == 1:
             yield host_view(storage[offset:offset + span], tensor)    # CPU: in place
@@ -295,9 +294,8 @@ class Operator:
 
 
 class CompiledOperator:
-    """A compiled operator (``IDMLCompiledOperator``) of ``operator`` (and its
-    ``desc``) for ``device``: its plan, ready to bind in a ``BindingTable``
-    and execute, from any number of threads."""
+    """A compiled operator (``IDMLCompiledOperator``) of ``operator`` (and its ``desc``) for ``device``: its plan, to
+    bind in a ``BindingTable`` and execute from any number of threads."""
 
     def __init__(self, device: "Device", operator: Operator):
         self.device, self.operator, self.desc = device, operator, operator.desc
@@ -626,8 +624,7 @@ class Device:
             If the number of arrays is wrong, an array does not fit its
             tensor, or the operator has several outputs.
         UnsupportedError
-            If the description is not valid at this device's feature level,
-            or the device cannot run the operator.
+            If the description is invalid at this device's feature level, or the device cannot run the operator.
         """
         outputs = self.run_all(desc, *arrays)
         if len(outputs) != 1:
@@ -636,8 +633,8 @@ class Device:
         return outputs[0]
 
     def run_all(self, desc: OperatorDesc, *arrays: ArrayLike) -> list[np.ndarray]:
-        """``run`` returning a list of every output, one array per output tensor
-        in slot order (SPLIT's ``OutputTensors`` each counting)."""
+        """``run`` returning every output: an array per output tensor, in slot order (each of SPLIT's
+        ``OutputTensors`` counting)."""
         compiled = self.compile_operator(desc)
         tensors = compiled.input_tensors
         if len(arrays) != len(tensors):

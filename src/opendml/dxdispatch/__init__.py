@@ -54,12 +54,11 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
         ``"cpu"`` (the default), ``"cuda"``, ``"cuda:N"``, or a ``Device``.
     feature_level : str, FeatureLevel or None, optional
         The level every dispatchable is validated at, such as ``"6_4"``. None (the default): the ``Device``'s level, or
-        6_4 for a device given by name; with a ``Device``, its level.
+        6_4 for a device given by name; with a ``Device``, it must be the device's.
     base_dir : str, os.PathLike or None, optional
         The folder file paths are relative to (default: the model file's, or the current folder for a dict).
     out : file-like or None, optional
-        Where ``print`` commands and writeFile notices go (default
-        ``sys.stdout``).
+        Where ``print`` commands and writeFile notices go (default: ``sys.stdout``).
     max_bytes : int, optional
         The most bytes the resources may take in all (default
         ``DEFAULT_MAX_BYTES``, 2 GiB; the run holds them and a few MiB more);
