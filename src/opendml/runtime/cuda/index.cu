@@ -1,10 +1,8 @@
-// opendml CUDA kernels of the index-driven passes of the move program
-// (plan.Gather, plan.Scatter), launched by index.py. Compiled at run time by
-// NVRTC through CuPy (one specialisation per template arguments, the same
-// options as kernels.cu and move.cu).
+// opendml CUDA kernels of the move program's index-driven passes (plan.Gather,
+// plan.Scatter), launched by index.py, compiled as kernels.cu and move.cu are.
 //
-// Every kernel takes one ix_params block BY VALUE (its mirror is index.py's
-// IndexParams, same field order, every field 8 bytes), the device addresses
+// Every kernel takes one ix_params block BY VALUE (mirror: index.py's
+// IndexParams, same field order, every field 8 bytes), device addresses
 // included. A pass walks its "outer" positions (the dimensions that read an
 // index, row-major, decomposed from a flat number) and, at each, a block of
 // "inner" words (the dimensions that read none, the embedding's row); data
@@ -14,7 +12,7 @@
 // (ix_coordinate_of), so no index value can move an access outside what the
 // host checked against the bound ranges. A checked axis (the array API's
 // index check: ix_axis.flag) sets its flag for each value outside its
-// dimension (the reversal lengths are never checked): native/cuda_launch.c
+// dimension (reversal lengths are never checked): native/cuda_launch.c
 // describes the flags, ix_finish the end of a checked call.
 //
 //   ix_gather<W, I, ...>   dst block = src block at the indexed offset (or 0
@@ -149,8 +147,7 @@ __device__ __forceinline__ bool ix_coordinate_of(const ix_axis& ax, u64 v, i64 e
 }
 
 // An INDEX_REVERSE_LENGTH value as ix_coordinate_of clamps it: in [0, bound].
-// The load and the clamp are apart (ix_load, the load alone in each branch;
-// ix_clamp_length), so that a caller issues a length's load, then other
+// Apart from ix_load so that a caller issues a length's load, then other
 // loads, and waits at the clamp once for all.
 __device__ __forceinline__ int ix_clamp_length(const ix_axis& ax, u64 v) {
     if ((ax.type == T_I32 || ax.type == T_I64) && (i64)v < 0) return 0;
@@ -174,12 +171,11 @@ __device__ __forceinline__ int ix_length(const ix_axis& ax, u64 base, i64 at) {
         r = q_;                       \
     }
 
-// The end of a checked call's last checked launch (p.done the address of a 4-byte word in host-mapped
-// memory the host zeroed, p.count a 32-bit counter in device memory at 0): every block counts itself once
-// all its threads are done (their flag stores fenced first, ix_coordinate_of), and the last one puts the
-// counter back to 0 and sets the word, which the host waits for instead of the stream (the kernel's
-// completion reaches the host later). Every thread of the grid reaches it (the kernels' bodies return to
-// it). A no-op where p.done is 0: unchecked calls, the Python route's launches.
+// The end of a checked call's last checked launch (p.done: a zeroed 4-byte word in host-mapped memory;
+// p.count: a 32-bit device counter at 0): each block counts itself once its threads are done (flag stores
+// fenced first, ix_coordinate_of); the last resets the counter and sets the word, which the host waits for
+// instead of the stream (the kernel's completion reaches the host later). Every thread of the grid reaches
+// it. A no-op where p.done is 0 (unchecked calls, the Python route's launches).
 __device__ __forceinline__ void ix_finish(const ix_params& p) {
     if (!p.done) return;
     __syncthreads();
@@ -239,10 +235,9 @@ __device__ __forceinline__ bool ix_indexed(const ix_params& p, const u64* v, con
     return true;
 }
 
-// Source and destination word offsets of outer position o (INDEXED: with the
-// index axes' coordinates added, to the source where GATHER, else to the
-// destination); false where an INDEX_SKIP coordinate drops the position (a
-// gather never skips: it clamps). NO outer dimensions, NA index axes, exactly.
+// Source and destination word offsets of outer position o (INDEXED: index
+// coordinates added to the source where GATHER, else the destination); false
+// where an INDEX_SKIP coordinate drops the position (a gather clamps instead).
 template <typename I, bool INDEXED, bool GATHER, int NO, int NA>
 __device__ __forceinline__ bool ix_outer(const ix_params& p, I o, i64& so, i64& dd) {
     i64 at[NA > 0 ? NA : 1], e[NA > 0 ? NA : 1];
@@ -513,12 +508,10 @@ __device__ __forceinline__ void ix_write_columns(const ix_params& p, const W* ti
 // The same for 4-byte words where lo is a multiple of 32 and the
 // destination's columns are contiguous and 8-byte aligned: a thread two
 // neighbouring columns and 8-byte stores (a warp's store covers 256 bytes of
-// a row, or two 128-byte rows), the two staged words read first-the-even or
-// first-the-odd by half-warp (no bank conflicts). On an H200 (session 22,
-// two runs of the lab's kernels), (512, 256, 512) float32 reversed along
-// axis 1 (256-byte lines): 8-byte stores 0.942 / 0.947 of copy against
-// 4-byte 0.917 / 0.921, 16-byte 0.863 / 0.865; along axis 0 (128-byte
-// lines) 0.823 against 0.824: the same.
+// a row, or two 128-byte rows), the staged words read even-first or odd-first
+// by half-warp (no bank conflicts). H200, (512, 256, 512) float32 reversed
+// along axis 1 (256-byte lines), of copy: 8-byte stores 0.94-0.95, 4-byte
+// 0.92, 16-byte 0.86; along axis 0 (128-byte lines) all 0.82.
 template <typename W, typename I, int NO>
 __device__ __forceinline__ void ix_write_pairs(const ix_params& p, const W* tile, i64 db, int n0, int n1) {
     const ix_axis& ax = p.axes[0];
@@ -547,11 +540,10 @@ __device__ __forceinline__ void ix_write_pairs(const ix_params& p, const W* tile
 
 // One block a column set (blockIdx.x over the leading dimensions), the
 // whole set's copies in flight at once, then one wait. IX_TILE_BLOCKS: the
-// blocks a multiprocessor holds with 64 KiB tiles (the default 128-byte
-// lines down 512 rows), so the registers (at most 65536 / (3 x 256) a
-// thread) never hold fewer: unbounded, the kernel took 96 and two blocks ran
-// a multiprocessor (on an H200 (512, 256, 512) float32 along axis 0 went from
-// 0.72-0.735 of copy to 0.79).
+// blocks a multiprocessor holds with 64 KiB tiles (128-byte lines, 512 rows),
+// capping registers at 65536 / (3 x 256): unbounded, the kernel took 96 and
+// ran two blocks (H200, (512, 256, 512) float32 along axis 0: 0.72-0.735 of
+// copy, against 0.79).
 #define IX_TILE_BLOCKS 3
 template <typename W, typename I, int NO>
 __global__ void __launch_bounds__(IX_THREADS, IX_TILE_BLOCKS) ix_reverse_tile(IX_PARAMS) {
@@ -589,9 +581,8 @@ __global__ void __launch_bounds__(IX_THREADS, IX_TILE_BLOCKS) ix_reverse_tile(IX
 // 16-byte piece (ix_write_pieces), else a thread a word.
 #define IX_ROWS 64
 // IX_ROWS_BLOCKS: the blocks a multiprocessor holds with REVERSE_ROWS (32 KiB)
-// of rows staged, so the registers never hold fewer (unbounded, the 16-byte
-// pieces of 4-byte words took 44 a thread: 5 blocks; 8-byte words take 48,
-// bounded at 5 blocks, as before the pieces, where 6 would spill).
+// staged, capping registers (unbounded, 4-byte words' pieces took 44: 5
+// blocks). 8-byte words: 5 blocks, 48 registers (6 would spill).
 #define IX_ROWS_BLOCKS 6
 
 // The 16-byte piece of words lo + V - 1, ..., lo (descending; V words a
@@ -772,9 +763,9 @@ __device__ __forceinline__ u32 ix_pick8(const u32 (&w)[8], int i) {
 // where s is even; the low half of lane (s + 7) / 2 - i under the high half
 // of lane (s + 5) / 2 - i where s is odd): five lanes picked, each by a
 // select tree. The generic form's eight predicated alternatives spilled 44
-// bytes a thread (the kernel has 32 registers); on an H200 float16 rows of
-// 16 went from 0.71 to 0.89 of copy (one run; a pick for each of the eight
-// operands 0.81; with 40 registers and 6 blocks, no spill, 0.76-0.84).
+// bytes a thread (32 registers): H200 float16 rows of 16 0.71 of copy against
+// 0.89 (a pick for each of the eight operands 0.81; 40 registers, 6 blocks,
+// no spill, 0.76-0.84).
 template <>
 __device__ __forceinline__ uint4 ix_reversed_piece<u16>(const uint4& A, const uint4& B, int s) {
     const u32 c[8] = {A.x, A.y, A.z, A.w, B.x, B.y, B.z, B.w};
@@ -804,26 +795,20 @@ __device__ __forceinline__ uint4 ix_reversed_piece<u16>(const uint4& A, const ui
 // from piece 0. Where the leading dimensions collapse to one (every row at a
 // fixed stride on each side and in the lengths: decided once, the same for
 // every thread) a row's offsets are one multiply each, else ix_lead's. A row
-// whose either side lies off 16 bytes goes word by word. The loop and the
-// shuffles are uniform over a warp. One piece a lane a step in 32 registers
-// (8 blocks a multiprocessor). The piece's load is issued before the
-// length's: loaded after it, the piece waited for the length's clamp (two
-// memory latencies a step, not one); and every piece takes one path (masks,
-// ix_first_words), not three divergent ones. On an H200 (session 25, copy
-// 4206-4258 GB/s, bytes read and written, the lengths included), before ->
-// the load order -> both: (4096, 4096, 8) float32 along rows 0.84-0.86 ->
-// 0.92 -> 0.95 of copy (0.278 ms, 1.24x torch.flip); float64 rows of 4 0.88
-// -> 0.95 -> 0.95; float16 rows of 16 0.72 -> 0.70-0.72 -> 0.89 (with
+// with either side off 16 bytes goes word by word. Loop and shuffles are
+// warp-uniform. One piece a lane a step in 32 registers (8 blocks a
+// multiprocessor). The piece's load is issued before the length's (after it,
+// the piece waited for the clamp: two memory latencies a step), and every
+// piece takes one path (masks, ix_first_words), not three divergent ones. On
+// an H200 (session 25, of copy's GB/s, the lengths' bytes included; before ->
+// the load order -> both): (4096, 4096, 8) float32 along rows 0.84-0.86 ->
+// 0.92 -> 0.95 (0.278 ms, 1.24x torch.flip); float64 rows of 4 0.88 -> 0.95
+// -> 0.95; float16 rows of 16 0.72 -> 0.70-0.72 -> 0.89 (with
 // ix_reversed_piece<u16>); float32 rows of 12 / 28 0.81 -> 0.88 / 0.85-0.87
 // -> 0.92 / 0.89-0.91; leading axes transposed 0.72 throughout (torch.flip
-// the same: 32-byte rows scattered). Before (copy 4151-4183 GB/s, two runs),
-// (4096, 4096, 8) float32 along rows 0.303-0.314 ms, 0.87-0.90 of copy,
-// 1.16-1.19x torch.flip;
-// float64 (4096, 4096, 4) 0.93-0.95, float16 (4096, 4096, 16) 0.74, rows of
-// 3 and 7 pieces 0.85 and 0.80-0.83, leading axes transposed 0.67-0.68.
-// Four pieces a lane a step (72 registers) ran 0.65, two 0.73-0.77; a piece
-// a thread over the rows' pieces, each loading its source pieces after its
-// length, 0.62 (ix_gather_positions 0.34).
+// too: 32-byte rows scattered). Four pieces a lane a step (72 registers) ran
+// 0.65, two 0.73-0.77; a piece a thread, its source loaded after its length,
+// 0.62 (ix_gather_positions 0.34).
 template <typename W, typename I, int NO>
 __global__ void __launch_bounds__(IX_THREADS, 8) ix_reverse_pieces(IX_PARAMS) {
     constexpr int V = 16 / (int)sizeof(W);
