@@ -3,9 +3,8 @@
 // memory (move_transpose: permuted views made contiguous) and a padding
 // program in one pass (move_pad: a warp per row; move_padw: a thread per
 // aligned 16-byte output word; move_padr: a warp per row, aligned 16-byte
-// stores). Built on move.cu (types, parameter access, index splitting and
-// maps), compiled as move.cu is (launch.py: NVRTC with -I<this
-// folder>; tests/runtime/nvcc/ instantiates the templates for plain nvcc).
+// stores). Built on move.cu (types, parameter access, index splitting, maps)
+// and compiled as it is.
 #define ODML_LAYOUT
 #include "move.cu"
 
@@ -148,10 +147,10 @@ __global__ void __launch_bounds__(256) move_transpose(const T* __restrict__ src,
     const odml_move_dim& X = p->dim[NB];
     const odml_move_dim& Y = p->dim[NB + 1];
     const u64 nx = (u64)X.size, ny = (u64)Y.size;
-    // the block's tile and outer position in 32-bit arithmetic (the grid is
-    // below 2^31 blocks, so are the quotients; a dimension of 2^32 and more
-    // takes the whole rest): 64-bit divisions cost more than a small tile's
-    // copy (the 5-D permutation of 32 MiB)
+    // the block's tile and outer position in 32-bit arithmetic (grid and
+    // quotients below 2^31; a dimension of 2^32 and more takes the whole
+    // rest): 64-bit divisions cost more than a small tile's copy (the 5-D
+    // permutation of 32 MiB)
     const u32 tx = (u32)((nx + TILE - 1) / TILE), ty = (u32)((ny + TILE - 1) / TILE);
     u32 b = blockIdx.x;
     const u32 bx = b % tx;
@@ -233,12 +232,11 @@ struct odml_rowmap {
 // NDIM-1 the row with its map). The row's first elements up to a 16-byte
 // boundary and its last ones are stored element by element; in between each
 // lane stores aligned 16-byte words: one whose elements all come from the
-// source row's interior is read as the one or two aligned 16-byte source words
-// holding them, realigned with funnel shifts (the shift is the same all along
-// the row); the others (the row's borders, CONSTANT rows) element by element
-// through the row's map. Rows whose source coordinate is CONSTANT-outside are
-// the fill word. (Two rows a warp, all loads first, measured slower on an
-// H100: 0.39-0.40 ms against 0.27 ms.)
+// source row's interior is read as the one or two aligned 16-byte source
+// words holding them, realigned with funnel shifts (one shift along the row);
+// the others (borders, CONSTANT rows) element by element through the row's
+// map. CONSTANT-outside rows are the fill word. (Two rows a warp, all loads
+// first: slower on an H100, 0.39-0.40 ms against 0.27.)
 template <typename T, int NDIM, typename I>
 __global__ void __launch_bounds__(256) move_pad(const T* __restrict__ src, T* __restrict__ dst,
                                                 const ODML_GRID_CONSTANT odml_move_params params) {
@@ -345,19 +343,18 @@ __device__ __forceinline__ i64 odml_row_offset32(const odml_move_params* __restr
 // (m: the output address's misalignment in elements), so every full word is
 // one aligned 16-byte store whatever the row length. Each thread takes U
 // words of a block of blockDim*U words (word (b*U + j)*blockDim.x +
-// threadIdx.x of block b: each store instruction is coalesced across the
-// warp) and issues the loads of all of them before the first store: first
-// every word whose V elements lie in one row and all come from the source
-// row's interior, as the one or two aligned 16-byte source words holding them
-// (realigned after the loads), then the others (a row's borders, a word
-// crossing into the next row, a fill row) element by element through the
-// row's and the column's maps. The (at most two) partial words at the ends of
-// the output go element by element after the loads. MINB: resident blocks per
-// multiprocessor the registers must allow (__launch_bounds__; on an H100 one
-// word a thread with MINB 8, 32 registers, ran fastest: benchmarks/RESULTS.md).
-// (Measured no faster and not kept: shuffled source words, a persistent grid,
-// the L2::256B load hint, an affine form of the one-period border map;
-// move_padr, a warp per row, is the default for rows of 256 bytes and more.)
+// threadIdx.x of block b: coalesced stores) and issues all their loads before
+// the first store: first every word whose V elements lie in one row and come
+// from the source row's interior, as the one or two aligned 16-byte source
+// words holding them (realigned after the loads), then the others (a row's
+// borders, a word crossing into the next row, a fill row) element by element
+// through the row's and the column's maps. The (at most two) partial words at
+// the output's ends go element by element after the loads. MINB: resident
+// blocks per multiprocessor (__launch_bounds__; on an H100 one word a thread,
+// MINB 8, 32 registers, ran fastest: benchmarks/RESULTS.md). (Measured no
+// faster, not kept: shuffled source words, a persistent grid, the L2::256B
+// load hint, an affine one-period border map. move_padr is the default for
+// rows of 256 bytes and more.)
 template <typename T, int NDIM, int U, int MINB>
 __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src, T* __restrict__ dst,
                                                        const ODML_GRID_CONSTANT odml_move_params params) {
@@ -470,13 +467,12 @@ __device__ __forceinline__ T odml_padcol(const T* __restrict__ srow, bool live, 
 // row's other columns (its borders and the partial words it shares with the
 // rows beside it), one element a lane through the row's map, loaded with the
 // first round. Every load of a round is issued before its stores. Few live
-// registers (the state of a row is a handful of words), so that many warps
-// fit: the kernel waits on memory, and on an H200 (ncu) 56
-// registers a thread (4 blocks a multiprocessor) held it at 0.84-0.86 of
-// copy bandwidth. MINB: resident blocks per multiprocessor the registers
-// must allow (__launch_bounds__); FL & 4: element by element (below); FL & 2: (elements of 4 bytes and more)
-// each interior word read as its V elements, coalesced across the warp, with
-// no realignment nor shuffles.
+// registers (a row's state is a handful of words) so that many warps fit:
+// the kernel waits on memory (H200, ncu: 56 registers, 4 blocks a
+// multiprocessor, held it at 0.84-0.86 of copy bandwidth). MINB: resident
+// blocks per multiprocessor (__launch_bounds__); FL & 4: element by element
+// (below); FL & 2 (elements of 4 bytes and more): each interior word read as
+// its V elements, coalesced across the warp, no realignment nor shuffles.
 template <typename T, int NDIM, int U, int MINB, int FL>
 __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src, T* __restrict__ dst,
                                                  const ODML_GRID_CONSTANT odml_move_params params) {

@@ -1,8 +1,5 @@
 // opendml CUDA kernels of the move program (plan.MovePlan: the data-movement
-// family). Compiled at run time by NVRTC through CuPy (launch.py, one
-// specialisation per template arguments, `-I<runtime dir>` for params.h,
-// `--fmad=false`); tests/runtime/nvcc/ instantiates the templates for plain
-// nvcc (the check without a GPU); `g++ -x c++ -DODML_MOVE_HOST` builds the
+// family), compiled as kernels.cu is; `g++ -x c++ -DODML_MOVE_HOST` builds the
 // conversion functions alone for the host (tests/runtime/test_cuda_move.py
 // compares them with the CPU backend's NumPy conversion bit for bit).
 //
@@ -533,14 +530,14 @@ __device__ __forceinline__ void odml_outer(const odml_move_params* __restrict__ 
     }
 }
 
-// dst[o] = f(src[m(o)]), V consecutive destination elements per
-// thread: the flat index split once per thread, the innermost two coordinates
-// then stepped (a full split again only where they carry past the second);
-// all V loads before the stores, one vector load where the V sources are
-// consecutive and aligned, one vector store where the destinations are (the
-// usual case: the destination is walked in memory order). ST, DT: the
-// DataType values (the conversion specialised at compile time; ST == DT and
-// SB 0: words copied); SB: scale/bias.
+// dst[o] = f(src[m(o)]), V consecutive destination elements per thread: the
+// flat index split once per thread, the innermost two coordinates then
+// stepped (split again only where they carry past the second); all V loads
+// before the stores, one vector load where the V sources are consecutive and
+// aligned, one vector store where the destinations are (usually: the
+// destination is walked in memory order). ST, DT: the DataType values (the
+// conversion specialised at compile time; ST == DT and SB 0: words copied);
+// SB: scale/bias.
 template <typename S, typename D, int NDIM, typename I, int V, int ST, int DT, int SB, int MAPS>
 __global__ void __launch_bounds__(256) move_vec(const S* __restrict__ src, D* __restrict__ dst,
                                                 const ODML_GRID_CONSTANT odml_move_params params) {
@@ -655,13 +652,12 @@ __global__ void __launch_bounds__(256) move_vec(const S* __restrict__ src, D* __
 
 // A plain copy in aligned 16-byte words (the pass widened by the host's
 // word_plan: sizes, strides and offsets count words): U words a thread,
-// word (blockIdx.x * U + j) * blockDim.x + threadIdx.x (each load and store
-// instruction coalesced across the warp), every offset from the flat index by
-// multiply-shift division, all U loads in flight before the first store.
+// word (blockIdx.x * U + j) * blockDim.x + threadIdx.x (coalesced), offsets
+// by multiply-shift division, all U loads in flight before the first store.
 // TILE with repeats, JOIN, SPLIT and slices whose rows are whole words. NR
 // (0..2) repeat dimensions (source stride 0) after the NDIM of the index
-// space, dim[NDIM] and dim[NDIM + 1]: each thread stores its U words at every
-// one of their destination offsets (a word read once, not once a repeat).
+// space, dim[NDIM] and dim[NDIM + 1]: each thread stores its U words at each
+// of their destination offsets (a word read once, not once a repeat).
 template <int NDIM, typename I, int U, int NR>
 __global__ void __launch_bounds__(256) move_wcopy(const uint4* __restrict__ src, uint4* __restrict__ dst,
                                                   const ODML_GRID_CONSTANT odml_move_params params) {
@@ -705,16 +701,15 @@ __global__ void __launch_bounds__(256) move_wcopy(const uint4* __restrict__ src,
 // A contiguous conversion or scale/bias pass (one dimension, stride 1 on both
 // sides): dst[i] = f(src[i]), i < count. Each thread takes U runs of V
 // elements of a block of blockDim*U runs (run (b*U + j)*blockDim.x +
-// threadIdx.x of block b, coalesced across the warp) and issues the loads of
-// all of them before the first store: 16-byte words where both sides are
-// aligned, elements at the end. float32 -> float16 converts pairs with one
-// hardware cvt.rn.f16x2.f32 (round to nearest even, subnormals kept: the same
-// bits as odml_f2h for every non-NaN value); a run holding a NaN goes element
-// by element through odml_f2h_fast (NumPy's payload rule). FL & 2: a
-// persistent grid (block b = blockIdx.x, blockIdx.x + gridDim.x, ...;
-// registers capped for 8 resident blocks a multiprocessor where U <= 2, else
-// 4; measured slower, off by default). (Measured no faster and not kept: the
-// L2::256B load hint, runs of 16 source bytes for narrowing conversions.)
+// threadIdx.x of block b: coalesced), all loads before the first store:
+// 16-byte words where both sides are aligned, elements at the end. float32 ->
+// float16 converts pairs with one cvt.rn.f16x2.f32 (round to nearest even,
+// subnormals kept: odml_f2h's bits for every non-NaN value); a run holding a
+// NaN goes element by element through odml_f2h_fast (NumPy's payload rule).
+// FL & 2: a persistent grid (block b = blockIdx.x, blockIdx.x + gridDim.x,
+// ...; registers capped for 8 resident blocks where U <= 2, else 4; measured
+// slower, off by default). (Measured no faster, not kept: the L2::256B load
+// hint, runs of 16 source bytes for narrowing conversions.)
 template <typename S, typename D, typename I, int V, int ST, int DT, int SB, int U, int FL>
 __global__ void __launch_bounds__(256, (FL & 2) ? (U <= 2 ? 8 : 4) : 1)
     move_cvt(const S* __restrict__ src, D* __restrict__ dst, const ODML_GRID_CONSTANT odml_move_params params) {
