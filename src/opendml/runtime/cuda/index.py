@@ -40,37 +40,45 @@ from .launch import _SCALAR, INDEX_KERNELS, _kernel  # noqa: F401 - index.cu, co
 #: Threads a CUDA block (index.cu's IX_THREADS); IX_RANK and IX_AXES.
 THREADS = 256
 RANK, AXES = 16, 8
-#: The overwriting scatter takes the owner pass where its slot array (one 4-byte slot per possible destination block)
-#: has at most max(OWNER_SLOTS, 4 x positions) slots; else it sorts.
+#: The overwriting scatter takes the owner pass where its slot array (one
+#: 4-byte slot per possible destination block) has at most
+#: max(OWNER_SLOTS, 4 x positions) slots; else it sorts.
 OWNER_SLOTS = 1 << 24
-#: How overwriting scatters run: "auto" (group where it applies, else as above), "owner" or "sort" (tests, benchmarks).
+#: How overwriting scatters run: "auto" (group where it applies, else as
+#: above), "owner" or "sort" (tests, benchmarks).
 SCATTER_VIA = "auto"
-#: Whether the C new-shape route (cuda_index_spec.c) runs the owner mode itself (its table from the framework's
-#: allocator); False leaves that mode to this module's IndexPass (the Python route).
+#: Whether the C new-shape route (cuda_index_spec.c) runs the owner mode
+#: itself (its table from the framework's allocator); False leaves that mode
+#: to this module's IndexPass (the Python route).
 OWNER_IN_C = True
 #: Inner words a thread moves (where a block has at least this many).
 ITEMS = 4
-#: Positions a thread of an element-wise gather moves (1: ix_gather, one), from POSITION_MIN positions on; fewer move
-#: one a thread (a small call's kernel is on a checked call's clock: more threads, a shorter one each).
+#: Positions a thread of an element-wise gather moves (1: ix_gather, one),
+#: from POSITION_MIN positions on; fewer move one a thread (a small call's
+#: kernel is on a checked call's clock: more threads, a shorter one each).
 POSITION_ITEMS = 4
 POSITION_MIN = 1 << 18
-#: Whether an element-wise reversal of subsequences walks columns (_column_walk), and stages them in shared memory
-#: where they fit (_tile).
+#: Whether an element-wise reversal of subsequences walks columns
+#: (_column_walk), and stages them in shared memory where they fit (_tile).
 COLUMN_WALK = REVERSE_TILE = True
-#: Bytes of a staged column set's row (``ix_reverse_tile``: whole lines of this width where the tile fits TILE_SMEM,
-#: else halved down to 128 bytes, else 32-byte sectors). benchmarks/RESULTS.md has the widths and the variants
-#: measured (clusters, bulk copies, half sets: all slower).
+#: Bytes of a staged column set's row (``ix_reverse_tile``: whole lines of
+#: this width where the tile fits TILE_SMEM, else halved down to 128 bytes,
+#: else 32-byte sectors). benchmarks/RESULTS.md has the widths and the
+#: variants measured (clusters, bulk copies, half sets: all slower).
 REVERSE_BYTES = 256
 #: Shared memory a staging block may take (above 48 KiB the kernel opts in).
 TILE_SMEM = 64 * 1024
-#: Bytes of rows a block of a reversal along rows (one length a row) stages (``ix_reverse_rows``: as many whole rows
-#: as fit, up to 64), or moves in place (``ix_reverse_pieces``, rows under 32 words); 0: that reversal runs as
-#: ``ix_gather_positions``. benchmarks/RESULTS.md has the sizes measured.
+#: Bytes of rows a block of a reversal along rows (one length a row) stages
+#: (``ix_reverse_rows``: as many whole rows as fit, up to 64), or moves in
+#: place (``ix_reverse_pieces``, rows under 32 words); 0: that reversal runs
+#: as ``ix_gather_positions``. benchmarks/RESULTS.md has the sizes measured.
 REVERSE_ROWS = 32 * 1024
-#: Whether an element-wise gather along a row runs a block a row (``ix_gather_row``, _row), and stages the source row
-#: in shared memory where it fits (ROW_STAGE).
+#: Whether an element-wise gather along a row runs a block a row
+#: (``ix_gather_row``, _row), and stages the source row in shared memory
+#: where it fits (ROW_STAGE).
 GATHER_ROW = ROW_STAGE = True
-#: Whether an accumulating pass widens its contiguous inner run into 2-16 byte words (added element by element).
+#: Whether an accumulating pass widens its contiguous inner run into 2-16
+#: byte words (added element by element).
 WIDE_ACC = True
 i64, u64 = ctypes.c_int64, ctypes.c_uint64
 
@@ -109,8 +117,8 @@ def _disjoint(p, k: int) -> bool:
     return _distinct([n for n, _ in dims], [t for _, t in dims])
 
 
-#: A group scatter's owner table (4 bytes a destination word of its segment) stays inside the shared memory a block
-#: gets without raising its limit.
+#: A group scatter's owner table (4 bytes a destination word of its segment)
+#: stays inside the shared memory a block gets without raising its limit.
 GROUP_SLOTS = 12 * 1024
 
 
@@ -132,10 +140,11 @@ def _trailing_group(q, k: int) -> int:
 
 
 def _group(q, k: int) -> int:
-    """``_trailing_group``, else the same with the outer dimensions of destination stride 0 moved last
-    (``scatter_elements`` along an axis before the last), ``q`` reordered so where that groups: every position keeps
-    its source, destination and index, and the last in row-major order of the positions reaching one word (members of
-    one group) stays last."""
+    """``_trailing_group``, else the same with the outer dimensions of
+    destination stride 0 moved last (``scatter_elements`` along an axis
+    before the last), ``q`` reordered so where that groups: every position
+    keeps its source, destination and index, and the last in row-major order
+    of the positions reaching one word (members of one group) stays last."""
     members = _trailing_group(q, k)
     moved = [d for d in range(k) if q.sizes[d] > 1 and not q.dst_strides[d]]
     if members or not moved or q.naxes != 1:
@@ -153,9 +162,10 @@ def _group(q, k: int) -> int:
 
 
 def _tile(q, k: int, word: int) -> bool:
-    """Whether a column-walked reversal (``_column_walk``'s order) runs as ``ix_reverse_tile``, a block staging the
-    whole reversed axis (k - 2) of the last dimension's lo words in TILE_SMEM; sets ``q.members`` (positions a
-    block)."""
+    """Whether a column-walked reversal (``_column_walk``'s order) runs as
+    ``ix_reverse_tile``, a block staging the whole reversed axis (k - 2) of
+    the last dimension's lo words in TILE_SMEM; sets ``q.members``
+    (positions a block)."""
     if k < 2 or q.naxes != 1:
         return False
     ax, lo = q.axes[0], q.sizes[k - 1]
@@ -168,7 +178,8 @@ def _tile(q, k: int, word: int) -> bool:
 
 
 def _along_rows(q, k: int) -> bool:
-    """Whether an element-wise gather reverses along the last outer dimension, one length a row."""
+    """Whether an element-wise gather reverses along the last outer
+    dimension, one length a row."""
     if not REVERSE_ROWS or k < 1 or q.naxes != 1:
         return False
     ax = q.axes[0]
@@ -177,8 +188,9 @@ def _along_rows(q, k: int) -> bool:
 
 
 def _pieces(q, k: int, word: int) -> int:
-    """16-byte pieces a block (REVERSE_ROWS bytes) where a reversal along rows runs as ``ix_reverse_pieces`` (rows of
-    whole 16-byte pieces, contiguous on both sides, under 32 words), else 0."""
+    """16-byte pieces a block (REVERSE_ROWS bytes) where a reversal along
+    rows runs as ``ix_reverse_pieces`` (rows of whole 16-byte pieces,
+    contiguous on both sides, under 32 words), else 0."""
     if word not in (2, 4, 8) or not _along_rows(q, k) or q.sizes[k - 1] >= 32 or q.sizes[k - 1] * word % 16 or \
             q.axes[0].stride != 1 or q.dst_strides[k - 1] != 1:
         return 0
@@ -187,8 +199,9 @@ def _pieces(q, k: int, word: int) -> int:
 
 
 def _rows(q, k: int, word: int) -> int:
-    """Rows a block where a reversal along rows of at least 32 words runs as ``ix_reverse_rows`` (as many, padded to
-    16 bytes, as fit REVERSE_ROWS bytes, up to 64), else 0."""
+    """Rows a block where a reversal along rows of at least 32 words runs
+    as ``ix_reverse_rows`` (as many, padded to 16 bytes, as fit REVERSE_ROWS
+    bytes, up to 64), else 0."""
     n = q.sizes[k - 1] if k >= 1 else 0
     if not _along_rows(q, k) or n < 32 or q.n_outer // n > 2**31 - 1:
         return 0
@@ -197,10 +210,11 @@ def _rows(q, k: int, word: int) -> int:
 
 
 def _row(q, k: int, word: int) -> int:
-    """How an element-wise gather runs a block a row (``ix_gather_row``): 0 (it does not: not one clamping index axis,
-    or the last outer dimension reads the source, or rows too short to fill a block), 1 (the source row's ``bound``
-    words staged in shared memory) or 2 (read in place). (A reversal, mode 1, keeps ``ix_gather_positions``: faster
-    there.)"""
+    """How an element-wise gather runs a block a row (``ix_gather_row``): 0
+    (it does not: not one clamping index axis, or the last outer dimension
+    reads the source, or rows too short to fill a block), 1 (the source
+    row's ``bound`` words staged in shared memory) or 2 (read in place).
+    (A reversal, mode 1, keeps ``ix_gather_positions``: faster there.)"""
     if not GATHER_ROW or k < 1 or q.naxes != 1 or q.axes[0].mode != 0 or q.src_strides[k - 1]:
         return 0
     n, bound = q.sizes[k - 1], q.axes[0].bound
@@ -241,8 +255,8 @@ def _column_walk(q, k: int, word: int, nbytes: int = 32) -> int:
 
 
 def _inner(sizes, ss, ds):
-    """The inner dimensions without size 1, by destination stride (largest first), neighbours that walk both sides as
-    one merged."""
+    """The inner dimensions without size 1, by destination stride (largest
+    first), neighbours that walk both sides as one merged."""
     dims = sorted(((n, a, b) for n, a, b in zip(sizes, ss, ds) if n > 1), key=lambda d: abs(d[2]), reverse=True)
     out: list = []
     for n, a, b in dims:
@@ -270,11 +284,13 @@ def _stream(backend, ptr: int):
 
 
 def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs, s=None) -> "PassPlan":
-    """How one ``Gather``/``Scatter`` pass of ``plan`` runs for these addresses (each slot's first element's device
-    address): its mode, its ``IndexParams`` (addresses not filled in), its kernels' names (the main one first), the
-    main one's shared memory, its word, its key slots, set on ``s`` (default: a new ``PassPlan``). Pure (no GPU):
-    ``IndexPass`` compiles what it names, and the C mirror (``runtime/native/cuda_index_spec.c``) is tested against
-    it."""
+    """How one ``Gather``/``Scatter`` pass of ``plan`` runs for these
+    addresses (each slot's first element's device address): its mode, its
+    ``IndexParams`` (addresses not filled in), its kernels' names (the main
+    one first), the main one's shared memory, its word, its key slots, set
+    on ``s`` (default: a new ``PassPlan``). Pure (no GPU): ``IndexPass``
+    compiles what it names, and the C mirror
+    (``runtime/native/cuda_index_spec.c``) is tested against it."""
     s = PassPlan() if s is None else s
     scatter = type(p) is Scatter
     es = DataType(plan.out_types[p.dst]).size
@@ -287,8 +303,8 @@ def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs, s=None) -> "PassPlan":
     k = outer_count(p)
     if scatter and not (const and not acc) and not _disjoint(p, k):
         k = len(p.sizes)
-    # an overwriting scatter whose positions all write one source block (ONE_HOT's on value): repeats write the same
-    # bytes, in any order
+    # an overwriting scatter whose positions all write one source block
+    # (ONE_HOT's on value): repeats write the same bytes, in any order
     same = scatter and not acc and all(t == 0 for n, t in zip(p.sizes[:k], p.src_strides[:k]) if n > 1)
     inner = _inner(p.sizes[k:], p.src_strides[k:], p.dst_strides[k:])
     f = 1
@@ -414,10 +430,12 @@ class PassPlan:
     smem = 0
 
     def launches(self):
-        """What the C mirror plans, ``(name, parameter bytes, grid, shared bytes, scratch, aux)`` a launch: the one
-        launch of a mode that needs no scratch (scratch 0, aux 0), or the owner mode's two (``ix_owner`` with
-        ``slots`` zeroed 32-bit words of scratch, then the scatter, both reading it through their ``aux`` field: aux
-        1); None for the sort mode; () where nothing is launched."""
+        """What the C mirror plans, ``(name, parameter bytes, grid, shared
+        bytes, scratch, aux)`` a launch: the one launch of a mode that needs
+        no scratch (scratch 0, aux 0), or the owner mode's two (``ix_owner``
+        with ``slots`` zeroed 32-bit words of scratch, then the scatter, both
+        reading it through their ``aux`` field: aux 1); None for the sort
+        mode; () where nothing is launched."""
         q = self.params
         if q.n_outer == 0 or q.total == 0:
             return ()
@@ -431,8 +449,9 @@ class PassPlan:
 
 
 def one_kernel(mode: str, q, smem: int):
-    """``(threads, shared bytes)`` of the one launch of a mode that needs no scratch (the Python launch and the C call
-    cache's record both read it), None for the owner and sort modes."""
+    """``(threads, shared bytes)`` of the one launch of a mode that needs
+    no scratch (the Python launch and the C call cache's record both read
+    it), None for the owner and sort modes."""
     if mode == "direct":
         return q.total, 0
     if mode in ("tile", "row"):
@@ -447,8 +466,10 @@ def one_kernel(mode: str, q, smem: int):
 
 
 class IndexPass(PassPlan):
-    """One ``Gather``/``Scatter`` pass's launches (its ``plan_pass``): ``(src_ptrs, dst_ptrs, stream_ptr)`` queues
-    them. ``via`` tells the C call cache (``calls.put_move_cuda``) to record it through ``call_cache_step``."""
+    """One ``Gather``/``Scatter`` pass's launches (its ``plan_pass``):
+    ``(src_ptrs, dst_ptrs, stream_ptr)`` queues them. ``via`` tells the C
+    call cache (``calls.put_move_cuda``) to record it through
+    ``call_cache_step``."""
 
     via = "index"
 
@@ -461,13 +482,17 @@ class IndexPass(PassPlan):
                 backend.cupy.cuda.driver.funcSetAttribute(self.functions[self.main], 8, self.smem)  # MAX_DYNAMIC_SHARED
 
     def call_cache_step(self, checked: bool = False):
-        """This pass as the C call cache records it (``calls.put_move_cuda``): ``(function, grid, block, shared,
-        parameter block, src, dst, self, (offsets of src, dst and idx in the block, the inputs the index axes read,
-        where the check's flag address goes: ``checked``, the array API's index check, else none))``; the cache
-        patches this call's addresses into a copy of the block and launches the kernel (a checked call then waits
-        until its kernels have checked every index, ``ix_finish``, and reads the flag). Where the pass needs scratch
-        (the owner and sort modes) the function is 0 and the cache calls this object instead (its launches take no
-        flag: ``put_move_cuda`` records no checked call holding one). None where it launches nothing."""
+        """This pass as the C call cache records it (``calls.put_move_cuda``):
+        ``(function, grid, block, shared, parameter block, src, dst, self,
+        (offsets of src, dst and idx in the block, the inputs the index axes
+        read, where the check's flag address goes: ``checked``, the array
+        API's index check, else none))``; the cache patches this call's
+        addresses into a copy of the block and launches the kernel (a checked
+        call then waits until its kernels have checked every index,
+        ``ix_finish``, and reads the flag). Where the pass needs scratch (the
+        owner and sort modes) the function is 0 and the cache calls this
+        object instead (its launches take no flag: ``put_move_cuda`` records
+        no checked call holding one). None where it launches nothing."""
         p, q = self.pass_, self.params
         if q.n_outer == 0 or q.total == 0:
             return None
@@ -539,9 +564,11 @@ def c_settings() -> tuple:
 
 
 def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, stream: int) -> None:
-    """Queue a launch of an index kernel that C made (an entry of ``call_cache_index_new`` on CUDA) whose own launch
-    failed, its addresses already in ``params``: with the device's context made current (a thread that never used
-    CUDA), raising opendml's error naming the CUDA error where it fails again."""
+    """Queue a launch of an index kernel that C made (an entry of
+    ``call_cache_index_new`` on CUDA) whose own launch failed, its
+    addresses already in ``params``: with the device's context made current
+    (a thread that never used CUDA), raising opendml's error naming the CUDA
+    error where it fails again."""
     import cupy
     block = ctypes.create_string_buffer(bytes(params), len(params))
     argv = (ctypes.c_void_p * 1)(ctypes.addressof(block))
@@ -557,9 +584,10 @@ def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, st
 
 
 def zero_words(device: int, ptr: int, words: int, stream: int) -> None:
-    """Zero ``words`` 32-bit words at device address ``ptr`` on ``stream`` (an owner table of an entry C made, where
-    the driver's own memset failed or the driver library is missing), with the device's context made current, raising
-    opendml's error naming the CUDA error where it fails."""
+    """Zero ``words`` 32-bit words at device address ``ptr`` on ``stream``
+    (an owner table of an entry C made, where the driver's own memset failed
+    or the driver library is missing), with the device's context made
+    current, raising opendml's error naming the CUDA error where it fails."""
     import cupy
     with cupy.cuda.Device(device):
         try:
@@ -569,9 +597,11 @@ def zero_words(device: int, ptr: int, words: int, stream: int) -> None:
 
 
 def index_move_steps(backend, plan: MovePlan, src_ptrs, dst_ptrs, plain) -> tuple:
-    """The ``MoveLaunch`` steps of ``plan`` (already checked against the bound ranges): each run of ``Copy``/``Fill``
-    passes as ``plain(sub_plan)`` gives them (the backend's ``MoveLaunch`` of a plan of those passes alone), each
-    ``Gather``/``Scatter`` pass an ``IndexPass`` (source slot ``backend.INDEX_STEP``)."""
+    """The ``MoveLaunch`` steps of ``plan`` (already checked against the
+    bound ranges): each run of ``Copy``/``Fill`` passes as ``plain(sub_plan)``
+    gives them (the backend's ``MoveLaunch`` of a plan of those passes
+    alone), each ``Gather``/``Scatter`` pass an ``IndexPass`` (source slot
+    ``backend.INDEX_STEP``)."""
     steps: list = []
     run: list = []
 

@@ -1,13 +1,10 @@
-"""Launch planning of the move program on CUDA: which kernels run a
-``MovePlan``, with which parameter blocks and grids (``move_steps``).
+"""Launch planning of the move program on CUDA: which kernels run a ``MovePlan``, with which parameter blocks and
+grids (``move_steps``; mirrored in C by ``runtime/native/cuda_move_spec.c``).
 
-Every pass kind has one entry in ``PASS_STEPS``: ``Copy`` and ``Fill`` become
-canonical kernel passes (``_Pass``: size-1 dimensions dropped, ordered by
-destination stride, neighbours merged) launched by ``_pass_step``;
-``Windows``, ``WindowSums`` and ``SliceScatter`` keep their tuned launches
-(``tuned.py``); ``Gather`` and ``Scatter`` are ``index.py``'s. A padding
-program (PADDING/PADDING1: ``MovePlan.pad``) runs as one fused launch
-(``FUSE_PAD``).
+Every pass kind has one entry in ``PASS_STEPS``: ``Copy`` and ``Fill`` become canonical kernel passes (``_Pass``:
+size-1 dimensions dropped, ordered by destination stride, neighbours merged) launched by ``_pass_step``; ``Windows``,
+``WindowSums`` and ``SliceScatter`` keep their tuned launches (``tuned.py``); ``Gather`` and ``Scatter`` are
+``index.py``'s. A padding program (PADDING/PADDING1: ``MovePlan.pad``) runs as one fused launch (``FUSE_PAD``).
 """
 from __future__ import annotations
 
@@ -30,16 +27,13 @@ from .tuned import _copy_launch, _fold_launch, _scatter_launch, _unfold_launch, 
 #: ``strided_copy``, ``move_transpose`` or ``move_tile``: ``_plain_step``);
 #: "strided_copy" / "move" force one (benchmarks, tests).
 MOVE_PLAIN_VIA = "auto"
-#: How a padding program (PADDING/PADDING1's interior copy and border slabs)
-#: runs (layout.cu describes the kernels). "padr": one ``move_padr`` launch
-#: (``PAD_ROWS``) where the output is contiguous and its rows at least
-#: ``PADR_MIN_BYTES`` long, else as "words". "words": one ``move_padw``
-#: launch (``PAD_WORDS``) where the output is contiguous, else as "rows".
-#: "rows": one ``move_pad`` launch where the output's innermost dimension is
-#: contiguous on both sides and at least ``PAD_ROWS_MIN`` elements long, else
-#: pass by pass. True: one ``move_vec`` pass over the whole output with per-axis maps.
-#: False: pass by pass. The measurements behind this and every setting below
-#: (the fastest measured on an H100 and an H200): benchmarks/RESULTS.md.
+#: How a padding program (PADDING/PADDING1's interior copy and border slabs) runs (layout.cu describes the kernels).
+#: "padr": one ``move_padr`` launch (``PAD_ROWS``) where the output is contiguous and its rows at least
+#: ``PADR_MIN_BYTES`` long, else as "words". "words": one ``move_padw`` launch (``PAD_WORDS``) where the output is
+#: contiguous, else as "rows". "rows": one ``move_pad`` launch where the output's innermost dimension is contiguous on
+#: both sides and at least ``PAD_ROWS_MIN`` elements long, else pass by pass. True: one ``move_vec`` pass over the
+#: whole output with per-axis maps. False: pass by pass. The measurements behind this and every setting below (the
+#: fastest on an H100 and an H200): benchmarks/RESULTS.md.
 FUSE_PAD = "padr"
 #: move_padr's (words a lane moves at once, minimum resident blocks per
 #: multiprocessor (its register cap), flags: 2 each interior word read as
@@ -51,8 +45,7 @@ PAD_ROWS = (3, 8, 4)
 #: through shuffles and funnel shifts: 40 registers would spill 48-64 bytes).
 PAD_ROWS_SMALL = (2, 1, 0)
 PADR_MIN_BYTES = 256
-#: move_padw's (words per thread, minimum resident blocks per multiprocessor:
-#: its register cap, __launch_bounds__(256, MINB)).
+#: move_padw's (words per thread, minimum resident blocks per multiprocessor: __launch_bounds__(256, MINB)).
 PAD_WORDS = (1, 8)
 PAD_ROWS_MIN = 16
 #: Contiguous one-dimensional conversion or scale/bias passes: ``move_cvt``
@@ -269,13 +262,10 @@ def _tile_pass(k: _Pass, es: int):
     return g, R, V, dims[x], dims[y]
 
 
-#: Plain passes that transpose (the destination's innermost dimension is not
-#: the source's: ``_transpose_pass``) go through ``move_transpose`` in square
-#: tiles of this many elements a side (32 or 64; 0: off, the passes then take
-#: strided_copy), where both transposed dimensions are at least
-#: ``TRANSPOSE_MIN`` long (move_tile takes the small transposes of
-#: SPACE_TO_DEPTH and DEPTH_TO_SPACE). 64 was the fastest measured
-#: (benchmarks/RESULTS.md).
+#: Plain passes that transpose (the destination's innermost dimension is not the source's: ``_transpose_pass``) go
+#: through ``move_transpose`` in square tiles of this many elements a side (32 or 64; 0: off, the passes then take
+#: strided_copy), where both transposed dimensions are at least ``TRANSPOSE_MIN`` long (move_tile takes the small
+#: transposes of SPACE_TO_DEPTH and DEPTH_TO_SPACE). 64 measured fastest (benchmarks/RESULTS.md).
 TRANSPOSE_TILE = 64
 TRANSPOSE_MIN = 16
 
@@ -368,10 +358,9 @@ def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse=None, plai
 
 
 def _pad_step(plan: MovePlan, how: str, sms):
-    """The one launch of a padding program (``FUSE_PAD`` "padr", "words" or
-    "rows"), or None where none of them takes it: ``move_pad`` takes the
-    program's fused pass where its innermost dimension has stride 1 on both
-    sides and is at least ``PAD_ROWS_MIN`` long, the others fewer."""
+    """The one launch of a padding program (``FUSE_PAD`` "padr", "words" or "rows"), or None where none takes it:
+    ``move_pad`` takes the program's fused pass where its innermost dimension has stride 1 on both sides and is at
+    least ``PAD_ROWS_MIN`` long, the others fewer."""
     if _pad_program(plan) is None:
         return None
     k, = kernel_passes(plan, True)            # (a padding program fuses into one pass)
