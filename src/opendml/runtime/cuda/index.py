@@ -40,16 +40,14 @@ from .launch import _SCALAR, INDEX_KERNELS, _kernel  # noqa: F401 - index.cu, co
 #: Threads a CUDA block (index.cu's IX_THREADS); IX_RANK and IX_AXES.
 THREADS = 256
 RANK, AXES = 16, 8
-#: The overwriting scatter takes the owner pass where its slot array (one
-#: 4-byte slot per possible destination block) has at most
+#: An overwriting scatter takes the owner pass where its slot array (4 bytes a possible destination block) has at most
 #: max(OWNER_SLOTS, 4 x positions) slots; else it sorts.
 OWNER_SLOTS = 1 << 24
 #: How overwriting scatters run: "auto" (group where it applies, else as
 #: above), "owner" or "sort" (tests, benchmarks).
 SCATTER_VIA = "auto"
-#: Whether the C new-shape route (cuda_index_spec.c) runs the owner mode
-#: itself (its table from the framework's allocator); False leaves that mode
-#: to this module's IndexPass (the Python route).
+#: Whether the C new-shape route (cuda_index_spec.c) runs the owner mode itself (its table from the framework's
+#: allocator); False leaves it to IndexPass (the Python route).
 OWNER_IN_C = True
 #: Inner words a thread moves (where a block has at least this many).
 ITEMS = 4
@@ -61,17 +59,15 @@ POSITION_MIN = 1 << 18
 #: Whether an element-wise reversal of subsequences walks columns
 #: (_column_walk), and stages them in shared memory where they fit (_tile).
 COLUMN_WALK = REVERSE_TILE = True
-#: Bytes of a staged column set's row (``ix_reverse_tile``: whole lines of
-#: this width where the tile fits TILE_SMEM, else halved down to 128 bytes,
-#: else 32-byte sectors). benchmarks/RESULTS.md has the widths and the
-#: variants measured (clusters, bulk copies, half sets: all slower).
+#: Bytes of a staged column set's row (``ix_reverse_tile``: whole lines of this width where the tile fits TILE_SMEM,
+#: else halved down to 128 bytes, else 32-byte sectors); the widths and variants measured (clusters, bulk copies, half
+#: sets: slower) are in benchmarks/RESULTS.md.
 REVERSE_BYTES = 256
 #: Shared memory a staging block may take (above 48 KiB the kernel opts in).
 TILE_SMEM = 64 * 1024
-#: Bytes of rows a block of a reversal along rows (one length a row) stages
-#: (``ix_reverse_rows``: as many whole rows as fit, up to 64), or moves in
-#: place (``ix_reverse_pieces``, rows under 32 words); 0: that reversal runs
-#: as ``ix_gather_positions``. benchmarks/RESULTS.md has the sizes measured.
+#: Bytes of rows a block of a reversal along rows (a length a row) stages (``ix_reverse_rows``: whole rows, up to 64)
+#: or moves in place (``ix_reverse_pieces``, rows under 32 words); 0: ``ix_gather_positions``. Sizes measured:
+#: benchmarks/RESULTS.md.
 REVERSE_ROWS = 32 * 1024
 #: Whether an element-wise gather along a row runs a block a row
 #: (``ix_gather_row``, _row), and stages the source row in shared memory
@@ -140,11 +136,9 @@ def _trailing_group(q, k: int) -> int:
 
 
 def _group(q, k: int) -> int:
-    """``_trailing_group``, else the same with the outer dimensions of
-    destination stride 0 moved last (``scatter_elements`` along an axis
-    before the last), ``q`` reordered so where that groups: every position
-    keeps its source, destination and index, and the last in row-major order
-    of the positions reaching one word (members of one group) stays last."""
+    """``_trailing_group``, else the same with the outer dimensions of destination stride 0 moved last
+    (``scatter_elements`` along an axis before the last; ``q`` reordered where that groups): positions keep their
+    source, destination and index, and the last in row-major order of those reaching one word stays last."""
     members = _trailing_group(q, k)
     moved = [d for d in range(k) if q.sizes[d] > 1 and not q.dst_strides[d]]
     if members or not moved or q.naxes != 1:
@@ -162,10 +156,9 @@ def _group(q, k: int) -> int:
 
 
 def _tile(q, k: int, word: int) -> bool:
-    """Whether a column-walked reversal (``_column_walk``'s order) runs as
-    ``ix_reverse_tile``, a block staging the whole reversed axis (k - 2) of
-    the last dimension's lo words in TILE_SMEM; sets ``q.members``
-    (positions a block)."""
+    """Whether a column-walked reversal (``_column_walk``'s order) runs as ``ix_reverse_tile``, a block staging the
+    whole reversed axis (k - 2) of the last dimension's lo words in TILE_SMEM; sets ``q.members`` (positions a
+    block)."""
     if k < 2 or q.naxes != 1:
         return False
     ax, lo = q.axes[0], q.sizes[k - 1]
@@ -210,11 +203,9 @@ def _rows(q, k: int, word: int) -> int:
 
 
 def _row(q, k: int, word: int) -> int:
-    """How an element-wise gather runs a block a row (``ix_gather_row``): 0
-    (it does not: not one clamping index axis, or the last outer dimension
-    reads the source, or rows too short to fill a block), 1 (the source
-    row's ``bound`` words staged in shared memory) or 2 (read in place).
-    (A reversal, mode 1, keeps ``ix_gather_positions``: faster there.)"""
+    """How an element-wise gather runs a block a row (``ix_gather_row``): 0 not (not one clamping index axis, the last
+    outer dimension reads the source, or rows too short for a block), 1 the source row's ``bound`` words staged in
+    shared memory, 2 read in place. (A reversal, mode 1, keeps the faster ``ix_gather_positions``.)"""
     if not GATHER_ROW or k < 1 or q.naxes != 1 or q.axes[0].mode != 0 or q.src_strides[k - 1]:
         return 0
     n, bound = q.sizes[k - 1], q.axes[0].bound
@@ -284,12 +275,9 @@ def _stream(backend, ptr: int):
 
 
 def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs, s=None) -> "PassPlan":
-    """How one ``Gather``/``Scatter`` pass of ``plan`` runs for these
-    addresses (each slot's first element's device address): its mode, its
-    ``IndexParams`` (addresses not filled in), its kernels' names (the main
-    one first), the main one's shared memory, its word, its key slots, set
-    on ``s`` (default: a new ``PassPlan``). Pure (no GPU): ``IndexPass``
-    compiles what it names, and the C mirror
+    """How one ``Gather``/``Scatter`` pass of ``plan`` runs for these addresses (each slot's element 0): mode,
+    ``IndexParams`` (no addresses), kernel names (the main one first), the main one's shared memory, word and key
+    slots, set on ``s`` (default: a new ``PassPlan``). Pure: ``IndexPass`` compiles what it names, and the C mirror
     (``runtime/native/cuda_index_spec.c``) is tested against it."""
     s = PassPlan() if s is None else s
     scatter = type(p) is Scatter
@@ -430,12 +418,10 @@ class PassPlan:
     smem = 0
 
     def launches(self):
-        """What the C mirror plans, ``(name, parameter bytes, grid, shared
-        bytes, scratch, aux)`` a launch: the one launch of a mode that needs
-        no scratch (scratch 0, aux 0), or the owner mode's two (``ix_owner``
-        with ``slots`` zeroed 32-bit words of scratch, then the scatter, both
-        reading it through their ``aux`` field: aux 1); None for the sort
-        mode; () where nothing is launched."""
+        """What the C mirror plans, ``(name, parameter bytes, grid, shared bytes, scratch, aux)`` a launch: a
+        scratch-free mode's one launch (scratch 0, aux 0), or the owner mode's two (``ix_owner`` on ``slots`` zeroed
+        32-bit words of scratch, then the scatter, both reading it through ``aux``: aux 1); None for the sort mode;
+        () where nothing is launched."""
         q = self.params
         if q.n_outer == 0 or q.total == 0:
             return ()
@@ -466,10 +452,8 @@ def one_kernel(mode: str, q, smem: int):
 
 
 class IndexPass(PassPlan):
-    """One ``Gather``/``Scatter`` pass's launches (its ``plan_pass``):
-    ``(src_ptrs, dst_ptrs, stream_ptr)`` queues them. ``via`` tells the C
-    call cache (``calls.put_move_cuda``) to record it through
-    ``call_cache_step``."""
+    """One ``Gather``/``Scatter`` pass's launches (its ``plan_pass``), queued by ``(src_ptrs, dst_ptrs, stream_ptr)``;
+    ``via``: the C call cache records it through ``call_cache_step``."""
 
     via = "index"
 
@@ -482,17 +466,13 @@ class IndexPass(PassPlan):
                 backend.cupy.cuda.driver.funcSetAttribute(self.functions[self.main], 8, self.smem)  # MAX_DYNAMIC_SHARED
 
     def call_cache_step(self, checked: bool = False):
-        """This pass as the C call cache records it (``calls.put_move_cuda``):
-        ``(function, grid, block, shared, parameter block, src, dst, self,
-        (offsets of src, dst and idx in the block, the inputs the index axes
-        read, where the check's flag address goes: ``checked``, the array
-        API's index check, else none))``; the cache patches this call's
-        addresses into a copy of the block and launches the kernel (a checked
-        call then waits until its kernels have checked every index,
-        ``ix_finish``, and reads the flag). Where the pass needs scratch (the
-        owner and sort modes) the function is 0 and the cache calls this
-        object instead (its launches take no flag: ``put_move_cuda`` records
-        no checked call holding one). None where it launches nothing."""
+        """This pass as the C call cache records it (``calls.put_move_cuda``): ``(function, grid, block, shared,
+        parameter block, src, dst, self, (offsets of src, dst and idx in the block, the inputs the index axes read,
+        the flag address's offsets where ``checked``, the array API's index check))``. The cache patches each call's
+        addresses into a copy of the block and launches the kernel (a checked call then waits until its kernels have
+        checked every index, ``ix_finish``, and reads the flag). Where the pass needs scratch (owner and sort modes)
+        the function is 0 and the cache calls this object instead (no flag: ``put_move_cuda`` records no checked call
+        holding one). None where it launches nothing."""
         p, q = self.pass_, self.params
         if q.n_outer == 0 or q.total == 0:
             return None
@@ -564,11 +544,9 @@ def c_settings() -> tuple:
 
 
 def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, stream: int) -> None:
-    """Queue a launch of an index kernel that C made (an entry of
-    ``call_cache_index_new`` on CUDA) whose own launch failed, its
-    addresses already in ``params``: with the device's context made current
-    (a thread that never used CUDA), raising opendml's error naming the CUDA
-    error where it fails again."""
+    """Queue a launch of an index kernel C made (a ``call_cache_index_new`` entry on CUDA) whose own launch failed,
+    addresses already in ``params``, with the device's context made current (a thread that never used CUDA); opendml's
+    error names the CUDA error where it fails again."""
     import cupy
     block = ctypes.create_string_buffer(bytes(params), len(params))
     argv = (ctypes.c_void_p * 1)(ctypes.addressof(block))
@@ -584,10 +562,9 @@ def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, st
 
 
 def zero_words(device: int, ptr: int, words: int, stream: int) -> None:
-    """Zero ``words`` 32-bit words at device address ``ptr`` on ``stream``
-    (an owner table of an entry C made, where the driver's own memset failed
-    or the driver library is missing), with the device's context made
-    current, raising opendml's error naming the CUDA error where it fails."""
+    """Zero ``words`` 32-bit words at device address ``ptr`` on ``stream`` (an owner table of an entry C made, where
+    the driver's memset failed or its library is missing), with the device's context made current; a failure raises
+    opendml's error naming the CUDA error."""
     import cupy
     with cupy.cuda.Device(device):
         try:
@@ -597,11 +574,9 @@ def zero_words(device: int, ptr: int, words: int, stream: int) -> None:
 
 
 def index_move_steps(backend, plan: MovePlan, src_ptrs, dst_ptrs, plain) -> tuple:
-    """The ``MoveLaunch`` steps of ``plan`` (already checked against the
-    bound ranges): each run of ``Copy``/``Fill`` passes as ``plain(sub_plan)``
-    gives them (the backend's ``MoveLaunch`` of a plan of those passes
-    alone), each ``Gather``/``Scatter`` pass an ``IndexPass`` (source slot
-    ``backend.INDEX_STEP``)."""
+    """The ``MoveLaunch`` steps of ``plan`` (checked against the bound ranges): each run of ``Copy``/``Fill`` passes
+    as ``plain(sub_plan)`` (the backend's ``MoveLaunch``) gives them, each ``Gather``/``Scatter`` pass an
+    ``IndexPass`` (source slot ``backend.INDEX_STEP``)."""
     steps: list = []
     run: list = []
 
