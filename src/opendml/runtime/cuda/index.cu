@@ -368,13 +368,13 @@ __device__ __forceinline__ void ix_lead(const ix_params& p, I r, i64& sb, i64& d
     }
 }
 
-// An element-wise gather along a row (index.py's _row: one index axis that
-// clamps, the last outer dimension of source stride 0, e.g. gather_elements
+// An element-wise gather along a row (index.py's _row: one clamping index
+// axis, the last outer dimension of source stride 0, e.g. gather_elements
 // along the last axis): one block a row (the leading dimensions decoded once
 // from blockIdx.x); STAGE: the source row's `bound` words first copied to
-// shared memory by coalesced loads, so each position's read is a shared one
-// instead of a scattered global sector. IX_TILE_BATCH positions a thread in
-// flight (their index loads first, then the reads, then the stores).
+// shared memory by coalesced loads, so each position reads shared memory,
+// not a scattered global sector. IX_TILE_BATCH positions a thread in flight
+// (index loads, then reads, then stores).
 #define IX_TILE_BATCH 8
 template <typename W, typename I, int NO, int STAGE>
 __device__ __forceinline__ void ix_gather_row_body(const ix_params& p) {
@@ -439,16 +439,16 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_row(IX_PARAMS) {   // th
 
 // An element-wise reversal of subsequences walked as columns (index.py's
 // _column_walk: outer dimensions (..., reversed axis, lo columns), the
-// reversed axis of source stride 0, of size `bound` and of length stride 0,
-// lo dividing IX_THREADS, lo words up to 128 bytes: whole cache lines): a
-// column set (bound rows of lo words) is staged in shared memory by
-// coalesced loads, then each thread, keeping one column and its length (read
-// and clamped once), writes its rows in order, each from its reversed row.
+// reversed axis of source stride 0, size `bound` and length stride 0, lo
+// dividing IX_THREADS, lo words up to 128 bytes: whole cache lines): a column
+// set (bound rows of lo words) is staged in shared memory by coalesced loads,
+// then each thread, keeping one column and its length (read and clamped
+// once), writes its rows in order, each from its reversed row.
 //
 // ix_stage_columns: the column set at source offset sb into `tile`, as
-// asynchronous 16-byte copies (cp.async, one commit group: the caller waits)
-// where rows are whole aligned 16-byte pieces, else by plain loads (done on
-// return; the caller's __syncthreads publishes them).
+// cp.async 16-byte copies (one commit group: the caller waits) where rows are
+// whole aligned 16-byte pieces, else plain loads (the caller's __syncthreads
+// publishes them).
 template <typename W, typename I, int NO>
 __device__ __forceinline__ void ix_stage_columns(const ix_params& p, W* tile, i64 sb) {
     const ix_axis& ax = p.axes[0];
@@ -572,13 +572,12 @@ __global__ void __launch_bounds__(IX_THREADS, IX_TILE_BLOCKS) ix_reverse_tile(IX
 
 // An element-wise reversal of subsequences along the last outer dimension (a
 // length a row: index.py's _rows): one block `members` consecutive rows of
-// `bound` words, staged in shared memory (asynchronous 16-byte copies where
-// the rows are whole aligned 16-byte pieces, else plain loads), each row's
-// offsets and length (read and clamped once) in shared memory; then the
+// `bound` words, staged in shared memory as ix_stage_columns stages, each
+// row's offsets and length (read and clamped once) in shared memory; then the
 // threads walk the block's words in order (coalesced stores), each read from
-// its reversed word of the staged row. Words of 4 or 8 bytes, rows of whole
-// 16-byte pieces written contiguously at 16-byte boundaries: a thread a
-// 16-byte piece (ix_write_pieces), else a thread a word.
+// its reversed word of the staged row: a thread a 16-byte piece
+// (ix_write_pieces) for words of 4 or 8 bytes in rows of whole 16-byte pieces
+// written contiguously at 16-byte boundaries, else a thread a word.
 #define IX_ROWS 64
 // IX_ROWS_BLOCKS: the blocks a multiprocessor holds with REVERSE_ROWS (32 KiB)
 // staged, capping registers (unbounded, 4-byte words' pieces took 44: 5
@@ -606,8 +605,8 @@ __device__ __forceinline__ uint4 ix_reversed_piece(const uint4& A, const uint4& 
 
 // The staged rows (each Lp words, L = bound words of whole 16-byte pieces,
 // r_n[r] its length in [0, L]) written as 16-byte pieces at p.dst + r_db[r]
-// (each 16-byte aligned), two pieces a thread in flight: a piece at or past
-// the length is the row's own; one wholly below it, the two staged pieces
+// (16-byte aligned), two pieces a thread in flight: a piece at or past the
+// length is the row's own; one wholly below it, from the two staged pieces
 // holding its reversed words; one across it, word by word.
 template <typename W>
 __device__ __forceinline__ void ix_write_pieces(const ix_params& p, const W* rowbuf, const i64* r_db,
