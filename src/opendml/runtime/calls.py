@@ -197,23 +197,21 @@ NEW_KINDS = {"copy": 0, "windows": 1, "scatter": 2, "window_sums": 3}
 
 
 #: The first five's lowering numbers (besides ``MOVE_LOWERINGS``): their plain lowering's C copy (``C_PLAIN``:
-#: newshape.h's ODML_PLAIN_*) with this bit (newshape.h's ODML_LOWER_PLAIN), lowered to one tuned pass
-#: of the move program and run and recorded by ``move_new`` as a family call is (keyed as ``call``
-#: finds it). Once such a call on a NumPy array was recorded, a miss of ``call`` on a NumPy array of the
-#: same operator, dtype and rank is itself served as a new shape, lowered in C, until the cache is next
-#: emptied.
+#: newshape.h's ODML_PLAIN_*) with this bit (ODML_LOWER_PLAIN), lowered to one tuned pass, run and recorded by
+#: ``move_new`` as a family call is (keyed as ``call`` finds it). Once such a call on a NumPy array was recorded, a
+#: miss of ``call`` on a NumPy array of the same operator, dtype and rank is served as a new shape, lowered in C,
+#: until the cache is next emptied.
 LOWER_PLAIN = 1 << 25
 
 
-#: ``move_new(op_code, lowering, x, args, since, cpu[, cuda_conf])``: the one C new-shape route: a
-#: never-seen shape of a call (every family function of ``arrays/front.py``, and the first five,
-#: ``LOWER_PLAIN``) on exact, native-order NumPy arrays, lowered, run and recorded in one C call
-#: (runtime/native/newshape_move.c; ``lowering`` the function's number there, ``MOVE_LOWERINGS``; ``cpu``
-#: the CPU backend's ``plain_conf``); the output, or None where the Python route must run the call (nothing
-#: run). On PyTorch CUDA tensors and CuPy arrays the launches are ``steps.move_steps``'s, planned in C
-#: (runtime/native/cuda_move_spec.c) from what ``cuda_conf()`` gives, queued on the framework's current
-#: stream and recorded as ``put_move_cuda`` records them; the name of a kernel not yet compiled comes back
-#: as a str (nothing run: ``compiled_first``).
+#: ``move_new(op_code, lowering, x, args, since, cpu[, cuda_conf])``: the one C new-shape route: a never-seen shape
+#: of a call (every family function of ``arrays/front.py``, and the first five, ``LOWER_PLAIN``) on exact,
+#: native-order NumPy arrays, lowered, run and recorded in one C call (runtime/native/newshape_move.c; ``lowering``
+#: the function's number there, ``MOVE_LOWERINGS``; ``cpu`` the CPU backend's ``plain_conf``); the output, or None
+#: where the Python route must run the call (nothing run). On PyTorch CUDA tensors and CuPy arrays the launches are
+#: ``steps.move_steps``'s, planned in C (runtime/native/cuda_move_spec.c) from ``cuda_conf()``, queued on the
+#: framework's current stream and recorded as ``put_move_cuda`` records them; a kernel not yet compiled comes back as
+#: its name, a str (nothing run: ``compiled_first``).
 move_new: Callable[..., Any] = _native.call_cache_move_new if _HAS else _miss
 
 _index_new = _native.call_cache_index_new if _HAS else _miss
@@ -302,10 +300,8 @@ register_move_types: Callable[[tuple], None] = _native.call_cache_move_types if 
 
 
 def put_eager(name: str, x, args: tuple, eager, since: int) -> bool:
-    """Record that a call like this one on PyTorch tensor ``x`` (which
-    autograd must record) is served by ``eager(x)``: the autograd node's
-    recorder for it, made on the settings of ``generation()`` ``since``;
-    whether stored."""
+    """Record that calls like this one on PyTorch tensor ``x`` (which autograd must record) are served by
+    ``eager(x)``, the autograd node's recorder, made on the settings of ``generation()`` ``since``; whether stored."""
     if not _HAS:
         return False
     return _native.call_cache_put_eager(OPS[name], x, args, eager, since)
