@@ -8,20 +8,19 @@
 // move_fill (dst[o] = fill word), move_vec (vectorised copies, conversions,
 // maps), move_wcopy (16-byte word copies), move_cvt (a contiguous conversion,
 // U runs a thread); layout.cu's the transposes and padding programs.
-// Threads walk the destination in memory order (dimensions are ordered by
-// destination stride by the host), ITEMS elements per thread, all loads issued
-// before the first store. Destination coordinates come from the flat index by
-// multiply-shift division (32-bit index type I, the host picks it where the
-// count and sizes fit below 2^31) or plain 64-bit division (I = u64); element
-// offsets are 64-bit.
+// Threads walk the destination in memory order (the host orders dimensions by
+// destination stride), ITEMS elements per thread, all loads before the first
+// store. Destination coordinates come from the flat index by multiply-shift
+// division (I = u32, where count and sizes fit below 2^31) or 64-bit division
+// (I = u64); element offsets are 64-bit.
 //
 // Conversion (CONV = 1) follows the CPU backend's NumPy kernels
 // (numpy_kernels.convert_array, prepare_move_pass) bit for bit on an x86 host:
 //   * float -> integer: truncate toward zero, saturate, NaN -> 0 (via float64);
 //   * integer -> integer: two's complement wrap (low bits);
-//   * integer -> float: round to nearest even (int -> float16 through float32,
-//     exact where it matters: every integer a float16 can hold is exact in
-//     float32, and the others overflow to infinity either way);
+//   * integer -> float: round to nearest even (int -> float16 through float32:
+//     every integer a float16 holds is exact in float32, the others overflow
+//     to infinity either way);
 //   * float16 <-> float32/float64: NumPy's software conversion (round to
 //     nearest even, subnormals kept, NaN payload shifted and NOT quieted,
 //     a NaN whose payload would vanish gets payload 1);
@@ -173,10 +172,9 @@ ODML_HD u32 odml_f2h(u32 f) {  // float32 -> float16 bits, round to nearest even
 }
 
 // float32 -> float16 bits as odml_f2h: on the device the hardware's
-// round-to-nearest-even conversion (cvt.rn.f16.f32, no .ftz: the same result
-// as odml_f2h for every non-NaN value, subnormals and the overflow to infinity
-// included), NaNs through odml_f2h (NumPy's payload rule; the hardware would
-// give its canonical NaN).
+// cvt.rn.f16.f32 (no .ftz: odml_f2h's result for every non-NaN value,
+// subnormals and overflow to infinity included), NaNs through odml_f2h
+// (NumPy's payload rule; the hardware would give its canonical NaN).
 ODML_HD u32 odml_f2h_fast(u32 f) {
 #ifdef __CUDA_ARCH__
     if (odml_nan32(f)) return odml_f2h(f);
@@ -348,9 +346,9 @@ template <typename N> __device__ __forceinline__ N odml_floor_mod(N a, N m) {
     return r < 0 ? r + m : r;
 }
 
-// The source coordinate of i outside [0, n) (n >= 1), or -1 for CONSTANT.
-// Within one period of the border (every padding narrower than the input)
-// without a division. N: i64, or int where |i| < 2^31 and n < 2^30.
+// The source coordinate of i outside [0, n) (n >= 1), or -1 for CONSTANT;
+// no division within one period of the border (every padding narrower than
+// the input). N: i64, or int where |i| < 2^31 and n < 2^30.
 template <typename N> __device__ __forceinline__ N odml_map_outside(N i, int mode, N n) {
     switch (mode) {
         case ODML_MAP_CLAMP: return i < 0 ? 0 : n - 1;
