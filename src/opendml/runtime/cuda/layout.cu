@@ -26,11 +26,10 @@ __device__ __forceinline__ uint4 odml_realign(const uint4 a, const uint4 b, cons
                       __funnelshift_r(y[2], y[3], kr), __funnelshift_r(y[3], y[4], kr));
 }
 
-// The aligned 16-byte word at a, of which only the bytes inside [lo, hi) (byte
-// addresses: a source row's elements) are read: whole where it lies inside,
-// else element by element with the rest zero, so that realigning the words
-// at a row's ends never reads outside the row (nor, at the bound range's
-// ends, outside the buffer). a is element-aligned.
+// The aligned 16-byte word at a (element-aligned), only its bytes inside
+// [lo, hi) (a source row's elements) read: whole where it lies inside, else
+// element by element, the rest zero, so realigning the words at a row's ends
+// never reads outside the row (nor, at the bound range's ends, the buffer).
 template <typename T>
 __device__ __forceinline__ uint4 odml_ldg_in(const uint4* a, unsigned long long lo, unsigned long long hi) {
     const unsigned long long b = (unsigned long long)a;
@@ -52,10 +51,10 @@ __device__ __forceinline__ uint4 odml_ldg_in(const uint4* a, unsigned long long 
 // A plain copy whose destination runs are a small transpose of its source
 // runs (SPACE_TO_DEPTH, DEPTH_TO_SPACE): each thread moves an R x V tile,
 // axis X (R positions: p->dim[NDIM]) by axis Y (V positions: element strides
-// in p->dim[NDIM + 1]); dims 0..NDIM-1 are the tiles' index space (the pass
-// without X, Y's dimension divided by V: count tiles). Loads: R runs of V
-// (Y consecutive in the source) or one run of R*V (X consecutive, Y stride R);
-// stores likewise on the destination side; vector words where aligned.
+// in p->dim[NDIM + 1]); dims 0..NDIM-1: the tiles' index space (steps.py's
+// group pass, count tiles). Loads: R runs of V (Y consecutive in the source)
+// or one run of R*V (X consecutive, Y stride R); stores likewise; vector
+// words where aligned.
 template <typename S, int NDIM, typename I, int R, int V>
 __global__ void __launch_bounds__(256) move_tile(const S* __restrict__ src, S* __restrict__ dst,
                                                  const ODML_GRID_CONSTANT odml_move_params params) {
@@ -125,16 +124,14 @@ template <> struct odml_tword<8> { typedef u64 t; };
 
 // A plain copy that transposes: the destination's innermost dimension X
 // (p->dim[NB]: size, source stride, destination stride 1) is not the
-// source's, whose innermost dimension is Y (p->dim[NB + 1]: size, source
-// stride 1, destination stride) -- an NCHW view of an NHWC tensor made
-// contiguous, the reverse, a 5-D permutation. Each block moves one TILE x
-// TILE tile of (X, Y) through shared memory: it reads TILE runs of TILE
-// consecutive source elements along Y (coalesced across the warp), then
-// writes TILE runs of TILE consecutive destination elements along X
-// (coalesced), all of a thread's loads in flight before the barrier. Dims
-// 0..NB-1 are the tiles' outer index space (p->count positions, any
-// strides). Block b: tile column b % tx (X), tile row (b / tx) % ty (Y),
-// outer position b / (tx * ty); partial tiles at the ends of X and Y.
+// source's, Y (p->dim[NB + 1]: size, source stride 1, destination stride):
+// an NCHW view of an NHWC tensor made contiguous, the reverse, a 5-D
+// permutation. Each block moves one TILE x TILE tile of (X, Y) through shared
+// memory: TILE coalesced reads of TILE consecutive source elements along Y,
+// then TILE coalesced writes along X, a thread's loads all in flight before
+// the barrier. Dims 0..NB-1: the tiles' outer index space (p->count
+// positions, any strides). Block b: tile column b % tx (X), tile row
+// (b / tx) % ty (Y), outer position b / (tx * ty); partial tiles at the ends.
 template <typename T, int NB, int TILE>
 __global__ void __launch_bounds__(256) move_transpose(const T* __restrict__ src, T* __restrict__ dst,
                                                       const ODML_GRID_CONSTANT odml_move_params params) {
