@@ -1,11 +1,8 @@
-"""CPU backend: a move program (``plan.MovePlan``) runs pass by pass, each
-pass kind through its entry of ``PASSES``: opendml's compiled kernels (the C
-sources beside this file, over the CPU's cores with the GIL released) where
-the extension was built, else NumPy strided views (``numpy_kernels``;
-``configure(cpu_kernels="numpy")`` selects them). Copies move unsigned words,
-never values, so every bit pattern survives; FOLD sums in one order on both
-paths, which give identical bytes. Everything a dispatch needs is built once
-per binding (``prepare``) and replayed.
+"""CPU backend: a move program (``plan.MovePlan``) runs pass by pass, each pass kind through its ``PASSES`` entry:
+opendml's compiled kernels (the C sources beside this file, on the CPU's cores, GIL released) where built, else NumPy
+strided views (``numpy_kernels``; ``configure(cpu_kernels="numpy")`` selects them). Copies move unsigned words, never
+values (every bit pattern survives), and FOLD sums in one order: both paths give identical bytes. What a dispatch
+needs is built once per binding (``prepare``) and replayed.
 """
 from __future__ import annotations
 
