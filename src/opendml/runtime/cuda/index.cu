@@ -798,16 +798,12 @@ __device__ __forceinline__ uint4 ix_reversed_piece<u16>(const uint4& A, const ui
 // warp-uniform. One piece a lane a step in 32 registers (8 blocks a
 // multiprocessor). The piece's load is issued before the length's (after it,
 // the piece waited for the clamp: two memory latencies a step), and every
-// piece takes one path (masks, ix_first_words), not three divergent ones. On
-// an H200 (session 25, of copy's GB/s, the lengths' bytes included; before ->
-// the load order -> both): (4096, 4096, 8) float32 along rows 0.84-0.86 ->
-// 0.92 -> 0.95 (0.278 ms, 1.24x torch.flip); float64 rows of 4 0.88 -> 0.95
-// -> 0.95; float16 rows of 16 0.72 -> 0.70-0.72 -> 0.89 (with
-// ix_reversed_piece<u16>); float32 rows of 12 / 28 0.81 -> 0.88 / 0.85-0.87
-// -> 0.92 / 0.89-0.91; leading axes transposed 0.72 throughout (torch.flip
-// too: 32-byte rows scattered). Four pieces a lane a step (72 registers) ran
-// 0.65, two 0.73-0.77; a piece a thread, its source loaded after its length,
-// 0.62 (ix_gather_positions 0.34).
+// piece takes one path (masks, ix_first_words), not three divergent ones:
+// (4096, 4096, 8) float32 along rows went from 0.84-0.86 of copy to 0.95
+// (1.24x torch.flip), float16 rows of 16 from 0.72 to 0.89 (with
+// ix_reversed_piece<u16>). Four pieces a lane a step (72 registers) ran 0.65,
+// two 0.73-0.77, a piece a thread 0.62 (ix_gather_positions 0.34). H200
+// measurements: benchmarks/RESULTS.md, session 25.
 template <typename W, typename I, int NO>
 __global__ void __launch_bounds__(IX_THREADS, 8) ix_reverse_pieces(IX_PARAMS) {
     constexpr int V = 16 / (int)sizeof(W);
