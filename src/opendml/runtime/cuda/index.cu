@@ -15,43 +15,28 @@
 // dimension (reversal lengths are never checked): native/cuda_launch.c
 // describes the flags, ix_finish the end of a checked call.
 //
-//   ix_gather<W, I, ...>   dst block = src block at the indexed offset (or 0
-//                          where last_only and a later position reads it)
-//   ix_gather_positions<W, I, NO, NA, ITEMS> an element-wise gather, ITEMS
-//                          positions a thread
-//   ix_gather_row<W, I, NO, STAGE> an element-wise gather a block a row
-//                          (gather_elements along rows), the source row
-//                          staged in shared memory (STAGE) or read in place
-//   ix_reverse_tile<W, I, NO> a reversal of subsequences by columns (whole
-//                          lines) staged in shared memory
-//   ix_reverse_pieces<W, I, NO> a reversal along short rows (a length a
-//                          row) of whole 16-byte pieces, read and written in place
-//   ix_reverse_rows<W, I, NO> a reversal along other rows, a block several
-//                          rows staged in shared memory
-//   ix_scatter<W, I, OWN, ...> src block written at the indexed offset; OWN:
-//                          only by the position that owns its destination block
-//   ix_scatter_group<W, I, NO> a block a group of positions sharing one
-//                          destination segment: owners in shared memory, then writes
-//   ix_owner<I, ...>       owner of each destination block: the last position
-//                          reaching it (atomicMax: the same result in any order)
-//   ix_keys<I, K, ...>     each position's keyed block (destination, or the
-//                          source for last_only) as a slot number, K max where
-//                          skipped; the host sorts them stably (CuPy's argsort)
-//   ix_apply<W, I, K, ACC, ...> one thread per run of equal sorted keys and
-//                          inner words: the last position of the run is
-//                          written, or (ACC) every one is added in row-major
-//                          order of the positions, as the CPU kernel adds them
-//                          (a word of several elements: each on its own)
-// The trailing template arguments are exact counts, so every loop over them
-// unrolls: NO outer dimensions, NA index axes, NI inner dimensions, and ITEMS
-// inner words a thread (words g, g + groups, ...: neighbouring threads take
-// neighbouring words), all loaded before the first store.
-// No kernel's result depends on the order threads run in: the same bytes on
-// every run. Additions follow the CPU backend on x86 bit for bit: float16
-// adds in float32 and rounds each sum (NumPy's rounding), float32 and
-// float64 round to nearest with subnormals kept (PTX add.rn without .ftz:
-// CuPy appends -ftz=true to NVRTC compiles), a NaN sum is the first NaN
-// operand quieted (x86's rule), integers wrap.
+//   ix_gather<W, I, ...>: dst block = src block at the indexed offset (or 0 where last_only and a later position
+//     reads it); ix_gather_positions<W, I, NO, NA, ITEMS>: an element-wise gather, ITEMS positions a thread;
+//   ix_gather_row<W, I, NO, STAGE>: an element-wise gather a block a row (gather_elements along rows), the source
+//     row staged in shared memory (STAGE) or read in place;
+//   ix_reverse_tile<W, I, NO>: a reversal of subsequences by columns (whole lines) staged in shared memory;
+//   ix_reverse_pieces<W, I, NO>: along short rows (a length a row) of whole 16-byte pieces, in place;
+//   ix_reverse_rows<W, I, NO>: along other rows, a block several rows staged in shared memory;
+//   ix_scatter<W, I, OWN, ...>: src block written at the indexed offset (OWN: only by the position owning its
+//     destination block); ix_scatter_group<W, I, NO>: a block a group of positions sharing one destination
+//     segment, owners in shared memory, then writes;
+//   ix_owner<I, ...>: each destination block's owner, the last position reaching it (atomicMax: any order);
+//   ix_keys<I, K, ...>: each position's keyed block (destination, or the source for last_only) as a slot number,
+//     K max where skipped, which the host sorts stably (CuPy's argsort);
+//   ix_apply<W, I, K, ACC, ...>: a thread a run of equal sorted keys and inner words: the run's last position
+//     written, or (ACC) every one added in the positions' row-major order, as the CPU kernel adds them (a word
+//     of several elements: each on its own).
+// The trailing template arguments are exact counts, so every loop over them unrolls: NO outer dimensions, NA index
+// axes, NI inner dimensions, ITEMS inner words a thread (words g, g + groups, ...: neighbouring threads take
+// neighbouring words), all loaded before the first store. No kernel's result depends on the order threads run in.
+// Additions follow the CPU backend on x86 bit for bit: float16 adds in float32 and rounds each sum (NumPy's
+// rounding), float32 and float64 round to nearest with subnormals kept (PTX add.rn without .ftz: CuPy appends
+// -ftz=true to NVRTC compiles), a NaN sum is the first NaN operand quieted (x86's rule), integers wrap.
 
 typedef long long i64;
 typedef unsigned long long u64;
