@@ -1,19 +1,15 @@
 // opendml CUDA kernels of the move program's index-driven passes (plan.Gather,
 // plan.Scatter), launched by index.py, compiled as kernels.cu and move.cu are.
 //
-// Every kernel takes one ix_params block BY VALUE (mirror: index.py's
-// IndexParams, same field order, every field 8 bytes), device addresses
-// included. A pass walks its "outer" positions (the dimensions that read an
-// index, row-major, decomposed from a flat number) and, at each, a block of
-// "inner" words (the dimensions that read none, the embedding's row); data
-// offsets and strides count words of W (the element, or a 2-16 byte run of
-// elements where the host widened the block). Each IndexAxis value becomes a
-// coordinate inside [0, bound) exactly as runtime/cpu/indexed/index.c does
-// (ix_coordinate_of), so no index value can move an access outside what the
-// host checked against the bound ranges. A checked axis (the array API's
-// index check: ix_axis.flag) sets its flag for each value outside its
-// dimension (reversal lengths are never checked): native/cuda_launch.c
-// describes the flags, ix_finish the end of a checked call.
+// Every kernel takes one ix_params block BY VALUE (mirror: index.py's IndexParams, same field order, every field 8
+// bytes), device addresses included. A pass walks its "outer" positions (the dimensions that read an index,
+// row-major, decomposed from a flat number) and, at each, a block of "inner" words (the dimensions that read none,
+// the embedding's row); data offsets and strides count words of W (the element, or a 2-16 byte run of elements where
+// the host widened the block). Each IndexAxis value becomes a coordinate inside [0, bound) exactly as
+// runtime/cpu/indexed/index.c does (ix_coordinate_of), so no index value can move an access outside what the host
+// checked against the bound ranges. A checked axis (the array API's index check: ix_axis.flag) sets its flag for each
+// value outside its dimension (reversal lengths are never checked): native/cuda_launch.c describes the flags,
+// ix_finish the end of a checked call.
 //
 //   ix_gather<W, I, ...>: dst block = src block at the indexed offset (or 0 where last_only and a later position
 //     reads it); ix_gather_positions<W, I, NO, NA, ITEMS>: an element-wise gather, ITEMS positions a thread;
@@ -131,9 +127,8 @@ __device__ __forceinline__ bool ix_coordinate_of(const ix_axis& ax, u64 v, i64 e
     return true;
 }
 
-// An INDEX_REVERSE_LENGTH value as ix_coordinate_of clamps it: in [0, bound].
-// Apart from ix_load so that a caller issues a length's load, then other
-// loads, and waits at the clamp once for all.
+// An INDEX_REVERSE_LENGTH value as ix_coordinate_of clamps it: in [0, bound]. Apart from ix_load so that a caller
+// issues a length's load, then other loads, and waits at the clamp once for all.
 __device__ __forceinline__ int ix_clamp_length(const ix_axis& ax, u64 v) {
     if ((ax.type == T_I32 || ax.type == T_I64) && (i64)v < 0) return 0;
     return v > (u64)ax.bound ? (int)ax.bound : (int)v;
@@ -220,9 +215,8 @@ __device__ __forceinline__ bool ix_indexed(const ix_params& p, const u64* v, con
     return true;
 }
 
-// Source and destination word offsets of outer position o (INDEXED: index
-// coordinates added to the source where GATHER, else the destination); false
-// where an INDEX_SKIP coordinate drops the position (a gather clamps instead).
+// Source and destination word offsets of outer position o (INDEXED: index coordinates added to the source where
+// GATHER, else the destination); false where an INDEX_SKIP coordinate drops the position (a gather clamps instead).
 template <typename I, bool INDEXED, bool GATHER, int NO, int NA>
 __device__ __forceinline__ bool ix_outer(const ix_params& p, I o, i64& so, i64& dd) {
     i64 at[NA > 0 ? NA : 1], e[NA > 0 ? NA : 1];
@@ -353,13 +347,11 @@ __device__ __forceinline__ void ix_lead(const ix_params& p, I r, i64& sb, i64& d
     }
 }
 
-// An element-wise gather along a row (index.py's _row: one clamping index
-// axis, the last outer dimension of source stride 0, e.g. gather_elements
-// along the last axis): one block a row (the leading dimensions decoded once
-// from blockIdx.x); STAGE: the source row's `bound` words first copied to
-// shared memory by coalesced loads, so each position reads shared memory,
-// not a scattered global sector. IX_TILE_BATCH positions a thread in flight
-// (index loads, then reads, then stores).
+// An element-wise gather along a row (index.py's _row: one clamping index axis, the last outer dimension of source
+// stride 0, e.g. gather_elements along the last axis): one block a row (the leading dimensions decoded once from
+// blockIdx.x); STAGE: the source row's `bound` words first copied to shared memory by coalesced loads, so each
+// position reads shared memory, not a scattered global sector. IX_TILE_BATCH positions a thread in flight (index
+// loads, then reads, then stores).
 #define IX_TILE_BATCH 8
 template <typename W, typename I, int NO, int STAGE>
 __device__ __forceinline__ void ix_gather_row_body(const ix_params& p) {
@@ -422,18 +414,15 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_row(IX_PARAMS) {   // th
     ix_finish(p);
 }
 
-// An element-wise reversal of subsequences walked as columns (index.py's
-// _column_walk: outer dimensions (..., reversed axis, lo columns), the
-// reversed axis of source stride 0, size `bound` and length stride 0, lo
-// dividing IX_THREADS, lo words up to 128 bytes: whole cache lines): a column
-// set (bound rows of lo words) is staged in shared memory by coalesced loads,
-// then each thread, keeping one column and its length (read and clamped
-// once), writes its rows in order, each from its reversed row.
+// An element-wise reversal of subsequences walked as columns (index.py's _column_walk: outer dimensions (...,
+// reversed axis, lo columns), the reversed axis of source stride 0, size `bound` and length stride 0, lo dividing
+// IX_THREADS, lo words up to 128 bytes: whole cache lines): a column set (bound rows of lo words) is staged in shared
+// memory by coalesced loads, then each thread, keeping one column and its length (read and clamped once), writes its
+// rows in order, each from its reversed row.
 //
-// ix_stage_columns: the column set at source offset sb into `tile`, as
-// cp.async 16-byte copies (one commit group: the caller waits) where rows are
-// whole aligned 16-byte pieces, else plain loads (the caller's __syncthreads
-// publishes them).
+// ix_stage_columns: the column set at source offset sb into `tile`, as cp.async 16-byte copies (one commit group: the
+// caller waits) where rows are whole aligned 16-byte pieces, else plain loads (the caller's __syncthreads publishes
+// them).
 template <typename W, typename I, int NO>
 __device__ __forceinline__ void ix_stage_columns(const ix_params& p, W* tile, i64 sb) {
     const ix_axis& ax = p.axes[0];
@@ -490,13 +479,11 @@ __device__ __forceinline__ void ix_write_columns(const ix_params& p, const W* ti
     }
 }
 
-// The same for 4-byte words where lo is a multiple of 32 and the
-// destination's columns are contiguous and 8-byte aligned: a thread two
-// neighbouring columns and 8-byte stores (a warp's store covers 256 bytes of
-// a row, or two 128-byte rows), the staged words read even-first or odd-first
-// by half-warp (no bank conflicts). H200, (512, 256, 512) float32 reversed
-// along axis 1 (256-byte lines), of copy: 8-byte stores 0.94-0.95, 4-byte
-// 0.92, 16-byte 0.86; along axis 0 (128-byte lines) all 0.82.
+// The same for 4-byte words where lo is a multiple of 32 and the destination's columns are contiguous and 8-byte
+// aligned: a thread two neighbouring columns and 8-byte stores (a warp's store covers 256 bytes of a row, or two
+// 128-byte rows), the staged words read even-first or odd-first by half-warp (no bank conflicts). H200, (512, 256,
+// 512) float32 reversed along axis 1 (256-byte lines), of copy: 8-byte stores 0.94-0.95, 4-byte 0.92, 16-byte 0.86;
+// along axis 0 (128-byte lines) all 0.82.
 template <typename W, typename I, int NO>
 __device__ __forceinline__ void ix_write_pairs(const ix_params& p, const W* tile, i64 db, int n0, int n1) {
     const ix_axis& ax = p.axes[0];
@@ -523,12 +510,10 @@ __device__ __forceinline__ void ix_write_pairs(const ix_params& p, const W* tile
     }
 }
 
-// One block a column set (blockIdx.x over the leading dimensions), the
-// whole set's copies in flight at once, then one wait. IX_TILE_BLOCKS: the
-// blocks a multiprocessor holds with 64 KiB tiles (128-byte lines, 512 rows),
-// capping registers at 65536 / (3 x 256): unbounded, the kernel took 96 and
-// ran two blocks (H200, (512, 256, 512) float32 along axis 0: 0.72-0.735 of
-// copy, against 0.79).
+// One block a column set (blockIdx.x over the leading dimensions), the whole set's copies in flight at once, then one
+// wait. IX_TILE_BLOCKS: the blocks a multiprocessor holds with 64 KiB tiles (128-byte lines, 512 rows), capping
+// registers at 65536 / (3 x 256): unbounded, the kernel took 96 and ran two blocks (H200, (512, 256, 512) float32
+// along axis 0: 0.72-0.735 of copy, against 0.79).
 #define IX_TILE_BLOCKS 3
 template <typename W, typename I, int NO>
 __global__ void __launch_bounds__(IX_THREADS, IX_TILE_BLOCKS) ix_reverse_tile(IX_PARAMS) {
@@ -555,18 +540,15 @@ __global__ void __launch_bounds__(IX_THREADS, IX_TILE_BLOCKS) ix_reverse_tile(IX
         ix_write_columns<W, I, NO>(p, tile, db, n0);
 }
 
-// An element-wise reversal of subsequences along the last outer dimension (a
-// length a row: index.py's _rows): one block `members` consecutive rows of
-// `bound` words, staged in shared memory as ix_stage_columns stages, each
-// row's offsets and length (read and clamped once) in shared memory; then the
-// threads walk the block's words in order (coalesced stores), each read from
-// its reversed word of the staged row: a thread a 16-byte piece
-// (ix_write_pieces) for words of 4 or 8 bytes in rows of whole 16-byte pieces
-// written contiguously at 16-byte boundaries, else a thread a word.
+// An element-wise reversal of subsequences along the last outer dimension (a length a row: index.py's _rows): one
+// block `members` consecutive rows of `bound` words, staged in shared memory as ix_stage_columns stages, each row's
+// offsets and length (read and clamped once) in shared memory; then the threads walk the block's words in order
+// (coalesced stores), each read from its reversed word of the staged row: a thread a 16-byte piece (ix_write_pieces)
+// for words of 4 or 8 bytes in rows of whole 16-byte pieces written contiguously at 16-byte boundaries, else a thread
+// a word.
 #define IX_ROWS 64
-// IX_ROWS_BLOCKS: the blocks a multiprocessor holds with REVERSE_ROWS (32 KiB)
-// staged, capping registers (unbounded, 4-byte words' pieces took 44: 5
-// blocks). 8-byte words: 5 blocks, 48 registers (6 would spill).
+// IX_ROWS_BLOCKS: the blocks a multiprocessor holds with REVERSE_ROWS (32 KiB) staged, capping registers (unbounded,
+// 4-byte words' pieces took 44: 5 blocks). 8-byte words: 5 blocks, 48 registers (6 would spill).
 #define IX_ROWS_BLOCKS 6
 
 // The 16-byte piece of words lo + V - 1, ..., lo (descending; V words a
@@ -588,11 +570,10 @@ __device__ __forceinline__ uint4 ix_reversed_piece(const uint4& A, const uint4& 
     return o.q;
 }
 
-// The staged rows (each Lp words, L = bound words of whole 16-byte pieces,
-// r_n[r] its length in [0, L]) written as 16-byte pieces at p.dst + r_db[r]
-// (16-byte aligned), two pieces a thread in flight: a piece at or past the
-// length is the row's own; one wholly below it, from the two staged pieces
-// holding its reversed words; one across it, word by word.
+// The staged rows (each Lp words, L = bound words of whole 16-byte pieces, r_n[r] its length in [0, L]) written as
+// 16-byte pieces at p.dst + r_db[r] (16-byte aligned), two pieces a thread in flight: a piece at or past the length
+// is the row's own; one wholly below it, from the two staged pieces holding its reversed words; one across it, word
+// by word.
 template <typename W>
 __device__ __forceinline__ void ix_write_pieces(const ix_params& p, const W* rowbuf, const i64* r_db,
                                                 const int* r_n, int g, int L, int Lp) {
@@ -741,15 +722,12 @@ __device__ __forceinline__ u32 ix_pick8(const u32 (&w)[8], int i) {
     return (i & 4) ? f : e;
 }
 
-// ix_reversed_piece for 2-byte words: result lane i (words 2i and 2i + 1:
-// source words s + 7 - 2i and s + 6 - 2i, neighbours) is one byte permute of
-// the 4-byte lanes holding them (lane (s + 6) / 2 - i with its halves swapped
-// where s is even; the low half of lane (s + 7) / 2 - i under the high half
-// of lane (s + 5) / 2 - i where s is odd): five lanes picked, each by a
-// select tree. The generic form's eight predicated alternatives spilled 44
-// bytes a thread (32 registers): H200 float16 rows of 16 0.71 of copy against
-// 0.89 (a pick for each of the eight operands 0.81; 40 registers, 6 blocks,
-// no spill, 0.76-0.84).
+// ix_reversed_piece for 2-byte words: result lane i (words 2i and 2i + 1: source words s + 7 - 2i and s + 6 - 2i,
+// neighbours) is one byte permute of the 4-byte lanes holding them (lane (s + 6) / 2 - i with its halves swapped
+// where s is even; the low half of lane (s + 7) / 2 - i under the high half of lane (s + 5) / 2 - i where s is odd):
+// five lanes picked, each by a select tree. The generic form's eight predicated alternatives spilled 44 bytes a
+// thread (32 registers): H200 float16 rows of 16 0.71 of copy against 0.89 (a pick for each of the eight operands
+// 0.81; 40 registers, 6 blocks, no spill, 0.76-0.84).
 template <>
 __device__ __forceinline__ uint4 ix_reversed_piece<u16>(const uint4& A, const uint4& B, int s) {
     const u32 c[8] = {A.x, A.y, A.z, A.w, B.x, B.y, B.z, B.w};

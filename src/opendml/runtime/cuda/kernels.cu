@@ -1,16 +1,13 @@
-// opendml CUDA kernels: the strided copy (SLICE, SLICE1), the windowed gather
-// with zero fill (UNFOLD), FOLD's windowed sum computed as a gather, and
-// SLICE_GRAD's scatter into zeros. Compiled at run time by NVRTC through CuPy
-// (launch.py), one specialisation per template arguments, with
-// `-I<runtime dir>` for params.h and `--fmad=false` (FOLD's sums are plain
-// round-to-nearest additions); tests/runtime/nvcc/ instantiates the templates
-// for plain nvcc (the check without a GPU).
+// opendml CUDA kernels: the strided copy (SLICE, SLICE1), the windowed gather with zero fill (UNFOLD), FOLD's
+// windowed sum computed as a gather, and SLICE_GRAD's scatter into zeros. Compiled at run time by NVRTC through CuPy
+// (launch.py), one specialisation per template arguments, with `-I<runtime dir>` for params.h and `--fmad=false`
+// (FOLD's sums are plain round-to-nearest additions); tests/runtime/nvcc/ instantiates the templates for plain nvcc
+// (the check without a GPU).
 //
-// Every kernel takes (source words, destination words, parameter block): one
-// of params.h's structs BY VALUE (launch.py says why), read through `p`, a
-// pointer to the argument itself (__grid_constant__: no local copy).
-// Addresses are 64-bit element offsets; only flat thread/work indices may be
-// 32-bit (index type I), where the host finds the count fits.
+// Every kernel takes (source words, destination words, parameter block): one of params.h's structs BY VALUE
+// (launch.py says why), read through `p`, a pointer to the argument itself (__grid_constant__: no local copy).
+// Addresses are 64-bit element offsets; only flat thread/work indices may be 32-bit (index type I), where the host
+// finds the count fits.
 
 #include "params.h"
 
@@ -22,11 +19,9 @@
 #define ODML_GRID_CONSTANT __grid_constant__
 #endif
 
-// Minimum resident blocks per multiprocessor of the FOLD kernels, capping their
-// registers so more warps hide the loads' latency. Measured on an H100
-// (benchmarks/sweep_fold.py; -DODML_FOLD_MIN_BLOCKS=N forces one value for
-// both): fold_gather 5 (48 registers) where that spills little (up to 3-D, at
-// most 16 bytes per lane), else 4; fold1d_tile 4.
+// Minimum resident blocks per multiprocessor of the FOLD kernels, capping their registers so more warps hide the
+// loads' latency. Measured on an H100 (benchmarks/sweep_fold.py; -DODML_FOLD_MIN_BLOCKS=N forces one value for both):
+// fold_gather 5 (48 registers) where that spills little (up to 3-D, 16 bytes a lane), else 4; fold1d_tile 4.
 #ifdef ODML_FOLD_MIN_BLOCKS
 #define ODML_GATHER_BLOCKS(T, D, V) ODML_FOLD_MIN_BLOCKS
 #define ODML_TILE_BLOCKS ODML_FOLD_MIN_BLOCKS
@@ -137,12 +132,10 @@ __global__ void __launch_bounds__(256) strided_copy(const W* __restrict__ src, W
     store_items<REV>(dst, oo, v, first, count);
 }
 
-// UNFOLD: out[n, c*K + k, b] = in[n, c, b*stride + k*dilation - start_padding]
-// or 0 outside the input (odml_unfold_params; work_items: thread slots). A
-// thread writes R vectors of V = 16 / sizeof(T) consecutive columns of one
-// output row (16-byte stores where the row is contiguous and aligned). Block
-// index, input positions and offset advance column by column: the divisions
-// are paid once per thread, not per element.
+// UNFOLD: out[n, c*K + k, b] = in[n, c, b*stride + k*dilation - start_padding] or 0 outside the input
+// (odml_unfold_params; work_items: thread slots). A thread writes R vectors of V = 16 / sizeof(T) consecutive columns
+// of one output row (16-byte stores where the row is contiguous and aligned). Block index, input positions and offset
+// advance column by column: the divisions are paid once per thread, not per element.
 template <typename T, int D, typename I, int R>
 __global__ void __launch_bounds__(256) unfold_gather(const T* __restrict__ src, T* __restrict__ dst,
                                                      const ODML_GRID_CONSTANT odml_unfold_params params) {
@@ -159,10 +152,9 @@ __global__ void __launch_bounds__(256) unfold_gather(const T* __restrict__ src, 
     const I row = row_all - n * (C * K);
     const I c = row / K;
     I k = row - c * K;
-    // Offsets wrap (unsigned): a window element in the padding may sit far
-    // outside the image (huge padding times huge stride); only offsets of
-    // elements inside are used, where the wrapped value is the true one.
-    // Signed overflow would be undefined.
+    // Offsets wrap (unsigned): a window element in the padding may sit far outside the image (huge padding times huge
+    // stride); only offsets of elements inside are used, where the wrapped value is the true one. Signed overflow
+    // would be undefined.
     u64 off = (u64)(p->in_offset + (i64)n * p->in_batch_stride + (i64)c * p->in_channel_stride);
     i64 pos[D], size[D], st[D];
     u64 step[D];
@@ -220,12 +212,10 @@ __global__ void __launch_bounds__(256) unfold_gather(const T* __restrict__ src, 
     }
 }
 
-// UNFOLD in 1-D where neighbouring columns lie far apart in the input
-// (framing: window 1024, stride 256): a block transposes a tile of 32 window
-// elements x 32 blocks through shared memory, reading along the window and
-// writing along the blocks, both coalesced. Window tile fastest: tiles
-// reading the same input (k and k + stride/dilation) run together.
-// odml_unfold_params with dims = 1 (work_items unused).
+// UNFOLD in 1-D where neighbouring columns lie far apart in the input (framing: window 1024, stride 256): a block
+// transposes a tile of 32 window elements x 32 blocks through shared memory, reading along the window and writing
+// along the blocks, both coalesced. Window tile fastest: tiles reading the same input (k and k + stride/dilation) run
+// together. odml_unfold_params with dims = 1 (work_items unused).
 template <typename T, typename I>
 __global__ void __launch_bounds__(256) unfold1d_tile(const T* __restrict__ src, T* __restrict__ dst,
                                                      const ODML_GRID_CONSTANT odml_unfold_params params) {
@@ -266,9 +256,8 @@ __global__ void __launch_bounds__(256) unfold1d_tile(const T* __restrict__ src, 
     }
 }
 
-// unfold_tile's step to the next window element: kk its position along each
-// spatial dimension (the last fastest), koff its offset in the staged region;
-// a dimension reaching its window size wraps to 0 and carries.
+// unfold_tile's step to the next window element: kk its position along each spatial dimension (the last fastest),
+// koff its offset in the staged region; a dimension reaching its window size wraps to 0 and carries.
 template <int D>
 __device__ __forceinline__ void next_window_element(int (&kk)[D], int& koff, const int (&kstep)[D],
                                                     const int (&kwrap)[D], const int (&wk)[D]) {
@@ -281,16 +270,13 @@ __device__ __forceinline__ void next_window_element(int (&kk)[D], int& koff, con
     }
 }
 
-// UNFOLD through shared memory: a block stages the input region a box of
-// t[0] x ... x t[D-1] blocks reads, zero-filled outside the input, then writes
-// the box's output columns for each of the K window elements: the input read
-// once per box instead of K times, an output element one shared load and one
-// store, no bounds check. Region coordinates are int (the host keeps the
-// region within the shared memory it asks for); offsets are 64-bit.
-// odml_unfold_params: work_items = boxes; per spatial d, box (t), box_extent
-// (region extent e) and box_count (boxes along d). Blocks run box fastest,
-// then channel, then batch. VEC = 1: 16-byte stores where the output allows
-// (see the write below); VEC = 0: one element per store.
+// UNFOLD through shared memory: a block stages the input region a box of t[0] x ... x t[D-1] blocks reads,
+// zero-filled outside the input, then writes the box's output columns for each of the K window elements: the input
+// read once per box instead of K times, an output element one shared load and one store, no bounds check. Region
+// coordinates are int (the host keeps the region within the shared memory it asks for); offsets are 64-bit.
+// odml_unfold_params: work_items = boxes; per spatial d, box (t), box_extent (region extent e) and box_count (boxes
+// along d). Blocks run box fastest, then channel, then batch. VEC = 1: 16-byte stores where the output allows (see
+// the write below); VEC = 0: one element per store.
 template <typename T, int D, int VEC>
 __global__ void __launch_bounds__(256) unfold_tile(const T* __restrict__ src, T* __restrict__ dst,
                                                    const ODML_GRID_CONSTANT odml_unfold_params params) {
@@ -389,14 +375,11 @@ __global__ void __launch_bounds__(256) unfold_tile(const T* __restrict__ src, T*
         one_by_one(0);
         return;
     }
-    // VEC = 1 (where the box spans every inner dimension whole, the output's
-    // columns are contiguous and its rows 16-byte multiples): the box's
-    // output columns are one contiguous run per window element (columns col0
-    // .. col0 + P - 1 of each row); where col0's address is 16-byte aligned
-    // too (checked here, block-uniform), a thread writes V consecutive
-    // positions with one 16-byte store per window element, their region
-    // offsets computed once. The positions after the last whole vector, and
-    // all where the check fails, go to the one-element loop.
+    // VEC = 1 (where the box spans every inner dimension whole, the output's columns are contiguous and its rows
+    // 16-byte multiples): the box's output columns are one contiguous run per window element (each row's columns
+    // col0 .. col0 + P - 1); where col0's address is 16-byte aligned too (checked here, block-uniform), a thread
+    // writes V consecutive positions with one 16-byte store per window element, their region offsets computed once.
+    // The positions after the last whole vector, and all where the check fails, go to the one-element loop.
     constexpr int V = (int)(16 / sizeof(T));
     int first = 0;
     bool whole = p->out_column_stride == 1 && (orow * (i64)sizeof(T)) % 16 == 0;
@@ -524,8 +507,7 @@ template <> struct SumOf<u16, 1> { typedef HalfSum type; };
 template <> struct SumOf<u32, 1> { typedef FloatSum type; };
 template <> struct SumOf<u64, 1> { typedef DoubleSum type; };
 
-// a / b and a % b for a >= 0, b >= 1: 32-bit division where both fit (always,
-// in practice), else 64-bit.
+// a / b and a % b for a >= 0, b >= 1: 32-bit division where both fit (always, in practice), else 64-bit.
 __device__ __forceinline__ i64 udiv(i64 a, i64 b) {
     if (((u64)a | (u64)b) >> 32 == 0) return (i64)((u32)a / (u32)b);
     return (i64)((u64)a / (u64)b);
@@ -591,17 +573,14 @@ __device__ __forceinline__ WindowRun window_run(const odml_window_dim& w, const 
     return r;
 }
 
-// FOLD as a gather, any dimension count: image[n, c, x] = +0 + the
-// contributions of every window element k (row-major, increasing) whose
-// block reaches x. A warp owns a run of 32*V neighbouring image positions of
-// one line (innermost spatial dimension): lane l sums positions x0 + l + 32*j
-// (j < V), so for each window element the warp loads consecutive columns
-// (coalesced) and stores consecutive image elements. The outer dimensions'
-// window runs are shared by the warp; each address is a base plus a multiple
-// of a per-dimension step (window index and block move together): no
-// division in the loop. The contributions (outer window elements, then the
-// inner run) are walked in batches of U steps, their U*V loads all issued
-// before their adds. odml_fold_params: work_items = warps (lines x runs per line).
+// FOLD as a gather, any dimension count: image[n, c, x] = +0 + the contributions of every window element k
+// (row-major, increasing) whose block reaches x. A warp owns a run of 32*V neighbouring image positions of one line
+// (innermost spatial dimension): lane l sums positions x0 + l + 32*j (j < V), so for each window element the warp
+// loads consecutive columns (coalesced) and stores consecutive image elements. The outer dimensions' window runs are
+// shared by the warp; each address is a base plus a multiple of a per-dimension step (window index and block move
+// together): no division in the loop. The contributions (outer window elements, then the inner run) are walked in
+// batches of U steps, their U*V loads all issued before their adds. odml_fold_params: work_items = warps (lines x
+// runs per line).
 template <typename T, int FLT, int D, typename I, int V>
 __global__ void __launch_bounds__(256, ODML_GATHER_BLOCKS(T, D, V)) fold_gather(const T* __restrict__ src, T* __restrict__ dst,
                                                    const ODML_GRID_CONSTANT odml_fold_params params) {
@@ -719,16 +698,13 @@ __global__ void __launch_bounds__(256, ODML_GATHER_BLOCKS(T, D, V)) fold_gather(
     }
 }
 
-// FOLD in 1-D with a stride of 32 or more (overlap-add: frames of 1024, hop
-// 256). Image position x is written q = x + start_padding = m*stride + r
-// (m: hop, r: residue). Its contributions are the window elements k with
-// k*dilation = r + j*stride for j = 0, 1, ... (increasing j is increasing k),
-// from block m - j. A CUDA block owns MH = 32 hops x RC residues; for each j
-// it stages the RC x MH columns it needs in shared memory (read along the
-// blocks, coalesced; zero where no such window element or block exists) and
-// each thread adds its tile entries to its register accumulators, then writes
-// its positions: consecutive residues, consecutive stores. Blocks run residue
-// tile fastest, then hop tile, then channel, then batch.
+// FOLD in 1-D with a stride of 32 or more (overlap-add: frames of 1024, hop 256). Image position x is written q = x +
+// start_padding = m*stride + r (m: hop, r: residue). Its contributions are the window elements k with k*dilation = r
+// + j*stride for j = 0, 1, ... (increasing j is increasing k), from block m - j. A CUDA block owns MH = 32 hops x RC
+// residues; for each j it stages the RC x MH columns it needs in shared memory (read along the blocks, coalesced;
+// zero where no such window element or block exists) and each thread adds its tile entries to its register
+// accumulators, then writes its positions: consecutive residues, consecutive stores. Blocks run residue tile fastest,
+// then hop tile, then channel, then batch.
 template <typename T, int FLT, int RC>
 __global__ void __launch_bounds__(256, ODML_TILE_BLOCKS) fold1d_tile(const T* __restrict__ src, T* __restrict__ dst,
                                                    const ODML_GRID_CONSTANT odml_fold_params params) {
@@ -792,12 +768,10 @@ __global__ void __launch_bounds__(256, ODML_TILE_BLOCKS) fold1d_tile(const T* __
     }
 }
 
-// SLICE_GRAD: out[p] = in[i] where p == first + i*step in every dimension
-// (0 <= i < taken), else 0; every output word written once (odml_scatter_params
-// in words of W: the host widens a contiguous, aligned innermost dimension to
-// 16-byte words as for copies; REV: the innermost input runs backwards,
-// elements reversed inside a word). ITEMS words per thread, loads before
-// stores; threads follow the output's memory order (coalesced stores).
+// SLICE_GRAD: out[p] = in[i] where p == first + i*step in every dimension (0 <= i < taken), else 0; every output word
+// written once (odml_scatter_params in words of W: the host widens a contiguous, aligned innermost dimension to
+// 16-byte words as for copies; REV: the innermost input runs backwards, elements reversed inside a word). ITEMS words
+// per thread, loads before stores; threads follow the output's memory order (coalesced stores).
 template <typename W, int D, int REV, typename I, int ITEMS>
 __global__ void __launch_bounds__(256) scatter(const W* __restrict__ src, W* __restrict__ dst,
                                                const ODML_GRID_CONSTANT odml_scatter_params params) {

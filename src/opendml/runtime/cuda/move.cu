@@ -1,18 +1,14 @@
-// opendml CUDA kernels of the move program (plan.MovePlan: the data-movement
-// family), compiled as kernels.cu is; `g++ -x c++ -DODML_MOVE_HOST` builds the
-// conversion functions alone for the host (tests/runtime/test_cuda_move.py
+// opendml CUDA kernels of the move program (plan.MovePlan: the data-movement family), compiled as kernels.cu is;
+// `g++ -x c++ -DODML_MOVE_HOST` builds the conversion functions alone for the host (tests/runtime/test_cuda_move.py
 // compares them with the CPU backend's NumPy conversion bit for bit).
 //
-// Kernels (each takes (source words, destination words, odml_move_params BY
-// VALUE), as every opendml kernel does; one launch per pass of the program):
-// move_fill (dst[o] = fill word), move_vec (vectorised copies, conversions,
-// maps), move_wcopy (16-byte word copies), move_cvt (a contiguous conversion,
-// U runs a thread); layout.cu's the transposes and padding programs.
-// Threads walk the destination in memory order (the host orders dimensions by
-// destination stride), ITEMS elements per thread, all loads before the first
-// store. Destination coordinates come from the flat index by multiply-shift
-// division (I = u32, where count and sizes fit below 2^31) or 64-bit division
-// (I = u64); element offsets are 64-bit.
+// Kernels (each takes (source words, destination words, odml_move_params BY VALUE), as every opendml kernel does; one
+// launch per pass of the program): move_fill (dst[o] = fill word), move_vec (vectorised copies, conversions, maps),
+// move_wcopy (16-byte word copies), move_cvt (a contiguous conversion, U runs a thread); layout.cu's the transposes
+// and padding programs. Threads walk the destination in memory order (the host orders dimensions by destination
+// stride), ITEMS elements per thread, all loads before the first store. Destination coordinates come from the flat
+// index by multiply-shift division (I = u32, where count and sizes fit below 2^31) or 64-bit division (I = u64);
+// element offsets are 64-bit.
 //
 // Conversion (CONV = 1) follows the CPU backend's NumPy kernels
 // (numpy_kernels.convert_array, prepare_move_pass) bit for bit on an x86 host:
@@ -171,10 +167,9 @@ ODML_HD u32 odml_f2h(u32 f) {  // float32 -> float16 bits, round to nearest even
     return sign | r;
 }
 
-// float32 -> float16 bits as odml_f2h: on the device the hardware's
-// cvt.rn.f16.f32 (no .ftz: odml_f2h's result for every non-NaN value,
-// subnormals and overflow to infinity included), NaNs through odml_f2h
-// (NumPy's payload rule; the hardware would give its canonical NaN).
+// float32 -> float16 bits as odml_f2h: on the device the hardware's cvt.rn.f16.f32 (no .ftz: odml_f2h's result for
+// every non-NaN value, subnormals and overflow to infinity included), NaNs through odml_f2h (NumPy's payload rule;
+// the hardware would give its canonical NaN).
 ODML_HD u32 odml_f2h_fast(u32 f) {
 #ifdef __CUDA_ARCH__
     if (odml_nan32(f)) return odml_f2h(f);
@@ -346,9 +341,8 @@ template <typename N> __device__ __forceinline__ N odml_floor_mod(N a, N m) {
     return r < 0 ? r + m : r;
 }
 
-// The source coordinate of i outside [0, n) (n >= 1), or -1 for CONSTANT;
-// no division within one period of the border (every padding narrower than
-// the input). N: i64, or int where |i| < 2^31 and n < 2^30.
+// The source coordinate of i outside [0, n) (n >= 1), or -1 for CONSTANT; no division within one period of the border
+// (every padding narrower than the input). N: i64, or int where |i| < 2^31 and n < 2^30.
 template <typename N> __device__ __forceinline__ N odml_map_outside(N i, int mode, N n) {
     switch (mode) {
         case ODML_MAP_CLAMP: return i < 0 ? 0 : n - 1;
@@ -528,14 +522,11 @@ __device__ __forceinline__ void odml_outer(const odml_move_params* __restrict__ 
     }
 }
 
-// dst[o] = f(src[m(o)]), V consecutive destination elements per thread: the
-// flat index split once per thread, the innermost two coordinates then
-// stepped (split again only where they carry past the second); all V loads
-// before the stores, one vector load where the V sources are consecutive and
-// aligned, one vector store where the destinations are (usually: the
-// destination is walked in memory order). ST, DT: the DataType values (the
-// conversion specialised at compile time; ST == DT and SB 0: words copied);
-// SB: scale/bias.
+// dst[o] = f(src[m(o)]), V consecutive destination elements per thread: the flat index split once per thread, the
+// innermost two coordinates then stepped (split again only where they carry past the second); all V loads before the
+// stores, one vector load where the V sources are consecutive and aligned, one vector store where the destinations
+// are (usually: the destination is walked in memory order). ST, DT: the DataType values (the conversion specialised
+// at compile time; ST == DT and SB 0: words copied); SB: scale/bias.
 template <typename S, typename D, int NDIM, typename I, int V, int ST, int DT, int SB, int MAPS>
 __global__ void __launch_bounds__(256) move_vec(const S* __restrict__ src, D* __restrict__ dst,
                                                 const ODML_GRID_CONSTANT odml_move_params params) {
@@ -648,14 +639,12 @@ __global__ void __launch_bounds__(256) move_vec(const S* __restrict__ src, D* __
 }
 
 
-// A plain copy in aligned 16-byte words (the pass widened by the host's
-// word_plan: sizes, strides and offsets count words): U words a thread,
-// word (blockIdx.x * U + j) * blockDim.x + threadIdx.x (coalesced), offsets
-// by multiply-shift division, all U loads in flight before the first store.
-// TILE with repeats, JOIN, SPLIT and slices whose rows are whole words. NR
-// (0..2) repeat dimensions (source stride 0) after the NDIM of the index
-// space, dim[NDIM] and dim[NDIM + 1]: each thread stores its U words at each
-// of their destination offsets (a word read once, not once a repeat).
+// A plain copy in aligned 16-byte words (the pass widened by the host's word_plan: sizes, strides and offsets count
+// words): U words a thread, word (blockIdx.x * U + j) * blockDim.x + threadIdx.x (coalesced), offsets by
+// multiply-shift division, all U loads in flight before the first store. TILE with repeats, JOIN, SPLIT and slices
+// whose rows are whole words. NR (0..2) repeat dimensions (source stride 0) after the NDIM of the index space,
+// dim[NDIM] and dim[NDIM + 1]: each thread stores its U words at each of their destination offsets (a word read once,
+// not once a repeat).
 template <int NDIM, typename I, int U, int NR>
 __global__ void __launch_bounds__(256) move_wcopy(const uint4* __restrict__ src, uint4* __restrict__ dst,
                                                   const ODML_GRID_CONSTANT odml_move_params params) {
@@ -696,18 +685,14 @@ __global__ void __launch_bounds__(256) move_wcopy(const uint4* __restrict__ src,
         }
 }
 
-// A contiguous conversion or scale/bias pass (one dimension, stride 1 on both
-// sides): dst[i] = f(src[i]), i < count. Each thread takes U runs of V
-// elements of a block of blockDim*U runs (run (b*U + j)*blockDim.x +
-// threadIdx.x of block b: coalesced), all loads before the first store:
-// 16-byte words where both sides are aligned, elements at the end. float32 ->
-// float16 converts pairs with one cvt.rn.f16x2.f32 (round to nearest even,
-// subnormals kept: odml_f2h's bits for every non-NaN value); a run holding a
-// NaN goes element by element through odml_f2h_fast (NumPy's payload rule).
-// FL & 2: a persistent grid (block b = blockIdx.x, blockIdx.x + gridDim.x,
-// ...; registers capped for 8 resident blocks where U <= 2, else 4; measured
-// slower, off by default). (Measured no faster, not kept: the L2::256B load
-// hint, runs of 16 source bytes for narrowing conversions.)
+// A contiguous conversion or scale/bias pass (one dimension, stride 1 on both sides): dst[i] = f(src[i]), i < count.
+// Each thread takes U runs of V elements of a block of blockDim*U runs (run (b*U + j)*blockDim.x + threadIdx.x of
+// block b: coalesced), all loads before the first store: 16-byte words where both sides are aligned, elements at the
+// end. float32 -> float16 converts pairs with one cvt.rn.f16x2.f32 (round to nearest even, subnormals kept:
+// odml_f2h's bits for every non-NaN value); a run holding a NaN goes element by element through odml_f2h_fast
+// (NumPy's payload rule). FL & 2: a persistent grid (block b = blockIdx.x, blockIdx.x + gridDim.x, ...; registers
+// capped for 8 resident blocks where U <= 2, else 4; measured slower, off by default). (Measured no faster, not kept:
+// the L2::256B load hint, runs of 16 source bytes for narrowing conversions.)
 template <typename S, typename D, typename I, int V, int ST, int DT, int SB, int U, int FL>
 __global__ void __launch_bounds__(256, (FL & 2) ? (U <= 2 ? 8 : 4) : 1)
     move_cvt(const S* __restrict__ src, D* __restrict__ dst, const ODML_GRID_CONSTANT odml_move_params params) {
