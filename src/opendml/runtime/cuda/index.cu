@@ -91,11 +91,10 @@ __device__ __forceinline__ u64 ix_load(const ix_axis& ax, u64 base, i64 at) {
     }
 }
 
-// The coordinate c of index value v (ix_load's) at element e of its axis:
-// false where an INDEX_SKIP position is dropped. (Loading every value of an
-// element-wise gather's ITEMS positions before their checks made its kernel
-// slower on an H200: 5.6 us a call against 4.8 on never-seen (1, C, H, W)
-// shapes, 0.150 ms against 0.136 on (64, 512, 512), 54 registers against 32.)
+// The coordinate c of index value v (ix_load's) at element e of its axis: false where an INDEX_SKIP position is
+// dropped. (Loading all ITEMS positions' values of an element-wise gather before their checks was slower on an H200:
+// 5.6 us a call against 4.8 on never-seen (1, C, H, W) shapes, 0.150 ms against 0.136 on (64, 512, 512), 54
+// registers against 32.)
 __device__ __forceinline__ bool ix_coordinate_of(const ix_axis& ax, u64 v, i64 e, i64& c) {
     const i64 bound = ax.bound;
     const bool sgn = ax.type == T_I32 || ax.type == T_I64;
@@ -169,9 +168,8 @@ __device__ __forceinline__ void ix_finish(const ix_params& p) {
     }
 }
 
-// Outer position o's source and destination word offsets before its index
-// coordinates, and (INDEXED) each index axis's value offset at[a] and
-// coordinate e[a] along its own axis (NO outer dimensions, NA axes, exactly).
+// Outer position o's source and destination word offsets before its index coordinates, and (INDEXED) each index
+// axis's value offset at[a] and coordinate e[a] along its own axis (NO outer dimensions, NA axes).
 template <typename I, bool INDEXED, int NO, int NA>
 __device__ __forceinline__ void ix_offsets(const ix_params& p, I o, i64& so, i64& dd, i64* at, i64* e) {
     so = p.src_offset;
@@ -551,9 +549,8 @@ __global__ void __launch_bounds__(IX_THREADS, IX_TILE_BLOCKS) ix_reverse_tile(IX
 // 4-byte words' pieces took 44: 5 blocks). 8-byte words: 5 blocks, 48 registers (6 would spill).
 #define IX_ROWS_BLOCKS 6
 
-// The 16-byte piece of words lo + V - 1, ..., lo (descending; V words a
-// piece, lo = a x V + s) from the staged pieces A = a and B = a + 1 (B read
-// only where s > 0): word m of the result is word s + V - 1 - m of A:B.
+// The 16-byte piece of words lo + V - 1, ..., lo (descending; V words a piece, lo = a x V + s) from the staged
+// pieces A = a and B = a + 1 (B read only where s > 0): result word m is word s + V - 1 - m of A:B.
 template <typename W>
 __device__ __forceinline__ uint4 ix_reversed_piece(const uint4& A, const uint4& B, int s) {
     constexpr int V = 16 / (int)sizeof(W);
@@ -741,32 +738,22 @@ __device__ __forceinline__ uint4 ix_reversed_piece<u16>(const uint4& A, const ui
     return make_uint4(o[0], o[1], o[2], o[3]);
 }
 
-// An element-wise reversal of subsequences along rows of whole 16-byte
-// pieces of 2-, 4- or 8-byte words, both sides contiguous along the row (a
-// length a row: index.py's _pieces), read and written in place like a copy,
-// no staging. Block b takes the rows whose first piece is in [b x members,
-// (b + 1) x members) of the rows' `total` pieces (row-major); a warp takes R
-// = 32 / Q whole rows of Q pieces a step, a lane a piece (lanes R x Q and
-// above idle where Q does not divide 32): each load and store instruction R
-// x Q x 16 contiguous bytes where the rows are. A lane loads its own piece
-// and its row's length together (one memory latency a step), then takes the
-// two source pieces it needs from its row's lanes (warp shuffles): a piece
-// at or past the length n is its own; one wholly below it (words j ... j +
-// V - 1 from words n - 1 - j down to n - V - j) is made of pieces (n - V -
-// j) / V and the one after; one across the length takes its reversed words
-// from piece 0. Where the leading dimensions collapse to one (every row at a
-// fixed stride on each side and in the lengths: decided once, the same for
-// every thread) a row's offsets are one multiply each, else ix_lead's. A row
-// with either side off 16 bytes goes word by word. Loop and shuffles are
-// warp-uniform. One piece a lane a step in 32 registers (8 blocks a
-// multiprocessor). The piece's load is issued before the length's (after it,
-// the piece waited for the clamp: two memory latencies a step), and every
-// piece takes one path (masks, ix_first_words), not three divergent ones:
-// (4096, 4096, 8) float32 along rows went from 0.84-0.86 of copy to 0.95
-// (1.24x torch.flip), float16 rows of 16 from 0.72 to 0.89 (with
-// ix_reversed_piece<u16>). Four pieces a lane a step (72 registers) ran 0.65,
-// two 0.73-0.77, a piece a thread 0.62 (ix_gather_positions 0.34). H200
-// measurements: benchmarks/RESULTS.md, session 25.
+// An element-wise reversal of subsequences along rows of whole 16-byte pieces of 2-, 4- or 8-byte words, both sides
+// contiguous along the row (a length a row: index.py's _pieces), read and written in place like a copy. Block b takes
+// the rows whose first piece is in [b x members, (b + 1) x members) of the rows' `total` pieces (row-major); a warp
+// takes R = 32 / Q whole rows of Q pieces a step, a lane a piece (lanes R x Q and above idle where Q does not divide
+// 32): each load and store instruction R x Q x 16 contiguous bytes where the rows are. A lane loads its own piece and
+// its row's length together (one memory latency a step), then takes the two source pieces it needs from its row's
+// lanes (warp shuffles): a piece at or past the length n is its own; one wholly below it (words j ... j + V - 1 from
+// words n - 1 - j down to n - V - j) is made of pieces (n - V - j) / V and the one after; one across the length takes
+// its reversed words from piece 0. Where the leading dimensions collapse to one (every row at a fixed stride on each
+// side and in the lengths: decided once, block-uniform) a row's offsets are one multiply each, else ix_lead's. A row
+// with either side off 16 bytes goes word by word. Loop and shuffles are warp-uniform. One piece a lane a step in 32
+// registers (8 blocks a multiprocessor). The piece's load is issued before the length's (after it, the piece waited
+// for the clamp: two memory latencies a step), and every piece takes one path (masks, ix_first_words), not three
+// divergent ones: (4096, 4096, 8) float32 along rows went from 0.84-0.86 of copy to 0.95 (1.24x torch.flip), float16
+// rows of 16 from 0.72 to 0.89 (with ix_reversed_piece<u16>). Four pieces a lane a step (72 registers) ran 0.65, two
+// 0.73-0.77, a piece a thread 0.62 (ix_gather_positions 0.34). H200 measurements: benchmarks/RESULTS.md, session 25.
 template <typename W, typename I, int NO>
 __global__ void __launch_bounds__(IX_THREADS, 8) ix_reverse_pieces(IX_PARAMS) {
     constexpr int V = 16 / (int)sizeof(W);
@@ -851,12 +838,10 @@ __global__ void __launch_bounds__(IX_THREADS) ix_scatter(IX_PARAMS) {   // the b
     ix_finish(p);
 }
 
-// One block a group of `members` consecutive positions (trailing outer
-// dimensions of destination stride 0: they differ only by the index
-// coordinate, which stays inside the group's own `bound` destination words,
-// distinct from every other group's) of one index axis and one word: the
-// owners in shared memory (atomicMax of the member number: the last position
-// in row-major order), then the owners write. No global slot array, one launch.
+// One block a group of `members` consecutive positions (trailing outer dimensions of destination stride 0, differing
+// only by the index coordinate, which stays inside the group's own `bound` destination words, distinct from every
+// other group's) of one index axis and one word: the owners in shared memory (atomicMax of the member number: the
+// last position in row-major order), then the owners write. No global slot array, one launch.
 template <typename W, typename I, int NO>
 __device__ __forceinline__ void ix_scatter_group_body(const ix_params& p) {
     extern __shared__ u32 own[];
@@ -989,9 +974,8 @@ __device__ __forceinline__ float ix_h2f(u16 h) {   // exact, NaN payload kept
     return __uint_as_float(bits | sign);
 }
 
-// float32 -> float16 as NumPy rounds it: the hardware's round to nearest even
-// (cvt.rn.f16.f32 without .ftz, NumPy's result for every non-NaN value), a
-// NaN by NumPy's rule (the payload's top bits kept, still a NaN).
+// float32 -> float16 as NumPy rounds it: cvt.rn.f16.f32 without .ftz (NumPy's result for every non-NaN value), a NaN
+// by NumPy's rule (the payload's top bits kept, still a NaN).
 __device__ __forceinline__ u16 ix_f2h(float value) {
     const u32 f = __float_as_uint(value);
     if ((f & 0x7fffffffu) > 0x7f800000u) {
@@ -1032,9 +1016,8 @@ __device__ __forceinline__ W ix_add_lanes(const W& a, const W& b, i64 type) {
     return r;
 }
 
-// a + b of words W holding sizeof(W) / element size elements (the host
-// widens an accumulating pass's contiguous inner run into 2-16 byte words):
-// each element added on its own, as ix_add adds one.
+// a + b of words W holding sizeof(W) / element size elements (an accumulating pass's contiguous inner run widened
+// into 2-16 byte words): each element added on its own, as ix_add adds one.
 template <typename W>
 __device__ __forceinline__ W ix_add_words(const W& a, const W& b, i64 type) {
     const int es = ix_esize(type);

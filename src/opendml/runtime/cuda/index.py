@@ -156,9 +156,10 @@ def _group(q, k: int) -> int:
 
 
 def _tile(q, k: int, word: int) -> bool:
-    """Whether a column-walked reversal (``_column_walk``'s order) runs as ``ix_reverse_tile``, a block staging the
-    whole reversed axis (k - 2) of the last dimension's lo words in TILE_SMEM; sets ``q.members`` (positions a
-    block)."""
+    """Whether a column-walked reversal (``_column_walk``'s order) runs as
+    ``ix_reverse_tile``, a block staging the whole reversed axis (k - 2) of
+    the last dimension's lo words in TILE_SMEM; sets ``q.members``
+    (positions a block)."""
     if k < 2 or q.naxes != 1:
         return False
     ax, lo = q.axes[0], q.sizes[k - 1]

@@ -92,14 +92,11 @@ __device__ __forceinline__ void store_items(W* __restrict__ dst, const i64 (&oo)
         if (first + (I)j * (I)blockDim.x < count) dst[oo[j]] = REV ? rev_word<REV>(v[j]) : v[j];
 }
 
-// out[o0 + sum(c*os)] = in[i0 + sum(c*is)] over NDIM dimensions, in words of W
-// (odml_copy_params, counted in words). PICK (an element size; W = u64 only):
-// the input is read in 16-byte words (input offset and strides in 16-byte
-// units) and each 8-byte output word is the even elements of one; the host
-// uses it only where the element after a run's last needed one (the word's
-// unused tail) is still inside the bound range. ITEMS words per thread, all
-// loads issued before the first store: small words (int8 / float16 with a
-// non-unit stride) need more of them in flight.
+// out[o0 + sum(c*os)] = in[i0 + sum(c*is)] over NDIM dimensions, in words of W (odml_copy_params, counted in words).
+// PICK (an element size; W = u64 only): the input is read in 16-byte words (offset and strides in 16-byte units),
+// each 8-byte output word the even elements of one, where the element after a run's last needed one (the word's
+// unused tail) is inside the bound range. ITEMS words per thread, all loads before the first store: small words
+// (int8 / float16 with a non-unit stride) need more in flight.
 template <typename W, int NDIM, int REV, typename I, int ITEMS, int PICK>
 __global__ void __launch_bounds__(256) strided_copy(const W* __restrict__ src, W* __restrict__ dst,
                                                     const ODML_GRID_CONSTANT odml_copy_params params) {
@@ -438,20 +435,15 @@ __global__ void __launch_bounds__(256) unfold_tile(const T* __restrict__ src, T*
 }
 
 // ---------------------------------------------------------------------------
-// FOLD's sums. SumOf<T, FLT>::type: the accumulator for storage word T. FLT = 0:
-// integers of any signedness, summed as unsigned words (two's complement
-// wrap-around; 8- and 16-bit words sum in 32 bits, truncated once: the same
-// modulo 2^8 / 2^16). FLT = 1: float16 (T = u16) sums in float32 and rounds
-// once to nearest-even (cvt.rn.f16.f32, NumPy's astype); float32 / float64
-// sum in their own type. Every float addition is an explicit round-to-nearest
-// add.rn (never an FMA), in PTX for float32 so that CuPy's -ftz=true (on
-// every NVRTC compile) cannot flush subnormal sums to zero. A sum starts at
-// +0 and adding +0 never changes it (it is never -0): fold1d_tile adds +0
-// for contributions that do not exist. A NaN sum is stored as the canonical
-// quiet NaN (sign +, payload 0: float16 0x7E00, float32 0x7FC00000, float64
-// 0x7FF8000000000000), as bits: the payload a sum of NaNs keeps differs
-// between processors, so every backend stores this (runtime/cpu/fold.c,
-// numpy_kernels.prepare_fold).
+// FOLD's sums. SumOf<T, FLT>::type: the accumulator for storage word T. FLT = 0: integers of any signedness, summed
+// as unsigned words (two's complement wrap-around; 8- and 16-bit words sum in 32 bits, truncated once: the same modulo
+// 2^8 / 2^16). FLT = 1: float16 (T = u16) sums in float32 and rounds once to nearest-even (cvt.rn.f16.f32, NumPy's
+// astype); float32 / float64 sum in their own type. Every float addition is an explicit round-to-nearest add.rn
+// (never an FMA), in PTX for float32 so that CuPy's -ftz=true (on every NVRTC compile) cannot flush subnormal sums to
+// zero. A sum starts at +0 and adding +0 never changes it (it is never -0): fold1d_tile adds +0 for contributions
+// that do not exist. A NaN sum is stored as the canonical quiet NaN (sign +, payload 0: float16 0x7E00, float32
+// 0x7FC00000, float64 0x7FF8000000000000), as bits: the payload a sum of NaNs keeps differs between processors, so
+// every backend stores this (runtime/cpu/fold.c, numpy_kernels.prepare_fold).
 
 __device__ __forceinline__ float half_bits_to_float(u16 h) {
     float f;
@@ -514,11 +506,9 @@ __device__ __forceinline__ i64 udiv(i64 a, i64 b) {
 }
 __device__ __forceinline__ i64 umod(i64 a, i64 b) { return a - udiv(a, b) * b; }
 
-// The window elements k of one spatial dimension that reach image coordinate
-// x, in increasing order: k = first, first + step, ... (count of them), where
-// block b = (x + start_padding - k*dilation) / stride is a whole number in
-// [0, blocks). `block` is the block of the first one; each further one moves
-// the block by -step*dilation/stride.
+// The window elements k of one spatial dimension that reach image coordinate x, in increasing order: k = first,
+// first + step, ... (count of them), where block b = (x + start_padding - k*dilation) / stride is whole, in
+// [0, blocks). `block`: the first one's; each further one moves it by -step*dilation/stride.
 struct WindowRun {
     i64 first, block, count;
 };

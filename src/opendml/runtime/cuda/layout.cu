@@ -6,9 +6,8 @@
 #define ODML_LAYOUT
 #include "move.cu"
 
-// 16 bytes starting kb bytes into the 32 bytes a, b (kb a multiple of ES,
-// the element size): whole 4-byte words (kw) selected, then (2-byte and
-// 1-byte elements) funnel shifts.
+// 16 bytes starting kb bytes into the 32 bytes a, b (kb a multiple of ES, the element size): whole 4-byte words (kw)
+// selected, then funnel shifts (2- and 1-byte elements).
 template <int ES>
 __device__ __forceinline__ uint4 odml_realign(const uint4 a, const uint4 b, const u32 kb) {
     const u32 x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};

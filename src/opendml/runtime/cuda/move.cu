@@ -206,9 +206,8 @@ ODML_HD u32 odml_d2h(u64 d) {  // float64 -> float16 bits, one rounding (NumPy's
     return sign | (u32)r;
 }
 
-// x*scale + bias, two roundings; a NaN result is the canonical NaN (as the
-// CPU backend stores it: which payload an operation on NaNs keeps is the
-// processor's choice).
+// x*scale + bias, two roundings; a NaN result is the canonical NaN, as the CPU backend stores it (the payload an
+// operation on NaNs keeps is the processor's choice).
 ODML_HD u32 odml_scale_bias32(u32 x, u32 scale, u32 bias) {
     const u32 r = odml_b32(odml_add32(odml_mul32(odml_f32(x), odml_f32(scale)), odml_f32(bias)));
     return odml_nan32(r) ? 0x7fc00000u : r;
@@ -490,10 +489,9 @@ template <int MAPS> __device__ __forceinline__ i64 odml_src_coord(i64 c, const o
     return c;
 }
 
-// Flat destination index `rest` split into the innermost coordinate c0
-// (dimension NDIM-1), the next one c1 (NDIM-2; 0 where NDIM is 1) and the
-// source/destination offsets of the dimensions outside them (a, b; `fill`
-// where a CONSTANT map of theirs falls outside the source).
+// Flat destination index `rest` split into the innermost coordinate c0 (dimension NDIM-1), the next one c1 (NDIM-2;
+// 0 where NDIM is 1) and the outer dimensions' source/destination offsets (a, b; `fill` where a CONSTANT map of theirs
+// falls outside the source).
 template <int NDIM, typename I, int MAPS>
 __device__ __forceinline__ void odml_outer(const odml_move_params* __restrict__ p, I rest, I& c0, I& c1, i64& a,
                                            i64& b, bool& fill) {
@@ -607,10 +605,9 @@ __global__ void __launch_bounds__(256) move_vec(const S* __restrict__ src, D* __
         return;
     }
     if (!MAPS && odml_run<D, V>::BYTES == 16 && __activemask() == 0xffffffffu) {
-        // A warp whose 32 runs are one misaligned destination run (the
-        // interior of a padding): each lane stores the aligned 16 bytes made
-        // of its last k elements and the next lane's first V - k; lane 0
-        // stores its head and lane 31 its tail element by element.
+        // A warp whose 32 runs are one misaligned destination run (a padding's interior): each lane stores the
+        // aligned 16 bytes of its last k elements and the next lane's first V - k; lane 0 stores its head and lane 31
+        // its tail element by element.
         const int lane = (int)(threadIdx.x & 31u);
         const i64 next = __shfl_down_sync(0xffffffffu, dof[0], 1);
         if (__all_sync(0xffffffffu, cd && (lane == 31 || next == dof[0] + V))) {
