@@ -82,26 +82,21 @@ def _miss(*args) -> None:
 #: ``call(op_code, x, *args)``: the output, or None (take the Python route).
 call: Callable[..., Any] = _native.call_cache_call if _HAS else _miss
 
-#: ``packed(op_code, split, fallback, extra, x, packed_list)``: a C++ window
-#: operator's direct kernel (``arrays/torch/inductor.py``): ``call`` on the
-#: packed list split back into ``split`` lists (then ``extra``) where it
-#: serves a PyTorch tensor autograd need not record, else ``fallback(x,
-#: packed_list)``. None without it.
+#: ``packed(op_code, split, fallback, extra, x, packed_list)``, a C++ window operator's direct kernel
+#: (``arrays/torch/inductor.py``): ``call`` on the packed list split back into ``split`` lists (then ``extra``) for a
+#: PyTorch tensor autograd need not record, else ``fallback(x, packed_list)``. None without the extension.
 packed: Callable[..., Any] | None = _native.call_cache_packed if _HAS else None
 
-#: ``move(op_code, x, *args)``: a repeated call of any function but the first
-#: five's (theirs offer ``call``, which finds the same entries and, at a miss
-#: on a NumPy array, may serve a new shape) on NumPy arrays, PyTorch tensors or CuPy
-#: arrays (``x`` one array, or a list or tuple of them: JOIN's, the index
-#: functions') served from C: the output (a list for SPLIT), or None (take
-#: the Python route).
+#: ``move(op_code, x, *args)``: a repeated call of any function but the first five's (they use ``call``, which finds
+#: the same entries and, at a miss on a NumPy array, may serve a new shape) on NumPy arrays, PyTorch tensors or CuPy
+#: arrays (``x`` one array, or JOIN's or the index functions' list or tuple) served from C: the output (a list for
+#: SPLIT), or None (take the Python route).
 move: Callable[..., Any] = _native.call_cache_move if _HAS else _miss
 
 
 def generation() -> int:
-    """Read this before a call's Python route reads any setting and pass it to
-    ``put_*``: a record made on settings that a ``configure()`` in another
-    thread has since replaced is refused."""
+    """Read before a call's Python route reads any setting, and passed to ``put_*``: a record made on settings another
+    thread's ``configure()`` has since replaced is refused."""
     if not _HAS:
         return 0
     if _SETTINGS._current is None:
@@ -218,13 +213,10 @@ _index_new = _native.call_cache_index_new if _HAS else _miss
 
 
 def index_new(op: int, which: int, types: int, given: tuple, args: tuple, since: int, min_bytes: int):
-    """The same for a never-seen shape of an index function of
-    ``arrays/index_ops.py`` (runtime/native/newshape_index.c; ``which`` its
-    number there, ``types`` the element types its tables take): the output,
-    or None. On PyTorch CUDA tensors and CuPy arrays its launches are
-    ``index.plan_pass``'s and ``steps.move_steps``'s, planned in C
-    (runtime/native/cuda_index_spec.c); a kernel C names is compiled first
-    (``compiled_first``)."""
+    """``move_new`` for a never-seen shape of an index function of ``arrays/index_ops.py``
+    (runtime/native/newshape_index.c; ``which`` its number there, ``types`` the element types its tables take): the
+    output, or None. On CUDA (PyTorch, CuPy) its launches are ``index.plan_pass``'s and ``steps.move_steps``'s,
+    planned in C (runtime/native/cuda_index_spec.c); a kernel C names is compiled first (``compiled_first``)."""
     out = _index_new(op, which, types, given, args, since, min_bytes, cuda_conf)
     return out if type(out) is not str else compiled_first(
         lambda: _index_new(op, which, types, given, args, since, min_bytes, cuda_conf), given, out)
@@ -284,9 +276,8 @@ register_cuda_retry: Callable[[Callable], None] = _native.call_cache_cuda_retry 
 
 
 def _relaunch(*args) -> None:
-    """``register_cuda_retry``'s hook until PyTorch's adapter registers its
-    own (the same function): a failed launch of an entry ``move_new`` made on
-    CuPy arrays is retried there (``runtime/cuda/launch.py``'s ``relaunch``)."""
+    """``register_cuda_retry``'s hook until PyTorch's adapter registers its own (the same function): a failed launch
+    of a ``move_new`` entry on CuPy arrays is retried by ``runtime/cuda/launch.py``'s ``relaunch``."""
     from .cuda.launch import relaunch
     relaunch(*args)
 

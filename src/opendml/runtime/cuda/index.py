@@ -51,9 +51,8 @@ SCATTER_VIA = "auto"
 OWNER_IN_C = True
 #: Inner words a thread moves (where a block has at least this many).
 ITEMS = 4
-#: Positions a thread of an element-wise gather moves (1: ix_gather, one),
-#: from POSITION_MIN positions on; fewer move one a thread (a small call's
-#: kernel is on a checked call's clock: more threads, a shorter one each).
+#: Positions a thread of an element-wise gather moves (1: ix_gather, one a thread) from POSITION_MIN positions on;
+#: fewer move one a thread (a small call's kernel is on a checked call's clock: more, shorter threads).
 POSITION_ITEMS = 4
 POSITION_MIN = 1 << 18
 #: Whether an element-wise reversal of subsequences walks columns
@@ -69,9 +68,8 @@ TILE_SMEM = 64 * 1024
 #: or moves in place (``ix_reverse_pieces``, rows under 32 words); 0: ``ix_gather_positions``. Sizes measured:
 #: benchmarks/RESULTS.md.
 REVERSE_ROWS = 32 * 1024
-#: Whether an element-wise gather along a row runs a block a row
-#: (``ix_gather_row``, _row), and stages the source row in shared memory
-#: where it fits (ROW_STAGE).
+#: Whether an element-wise gather along a row runs a block a row (``ix_gather_row``, _row), staging the source row in
+#: shared memory where it fits (ROW_STAGE).
 GATHER_ROW = ROW_STAGE = True
 #: Whether an accumulating pass widens its contiguous inner run into 2-16
 #: byte words (added element by element).
@@ -156,10 +154,8 @@ def _group(q, k: int) -> int:
 
 
 def _tile(q, k: int, word: int) -> bool:
-    """Whether a column-walked reversal (``_column_walk``'s order) runs as
-    ``ix_reverse_tile``, a block staging the whole reversed axis (k - 2) of
-    the last dimension's lo words in TILE_SMEM; sets ``q.members``
-    (positions a block)."""
+    """Whether a column-walked reversal (``_column_walk``'s order) runs as ``ix_reverse_tile``, a block staging in
+    TILE_SMEM the whole reversed axis (k - 2) of the last dimension's lo words; sets ``q.members``, its positions."""
     if k < 2 or q.naxes != 1:
         return False
     ax, lo = q.axes[0], q.sizes[k - 1]
@@ -182,9 +178,8 @@ def _along_rows(q, k: int) -> bool:
 
 
 def _pieces(q, k: int, word: int) -> int:
-    """16-byte pieces a block (REVERSE_ROWS bytes) where a reversal along
-    rows runs as ``ix_reverse_pieces`` (rows of whole 16-byte pieces,
-    contiguous on both sides, under 32 words), else 0."""
+    """16-byte pieces a block (REVERSE_ROWS bytes) where a reversal along rows of whole 16-byte pieces, contiguous on
+    both sides, under 32 words, runs as ``ix_reverse_pieces``; else 0."""
     if word not in (2, 4, 8) or not _along_rows(q, k) or q.sizes[k - 1] >= 32 or q.sizes[k - 1] * word % 16 or \
             q.axes[0].stride != 1 or q.dst_strides[k - 1] != 1:
         return 0
@@ -193,9 +188,8 @@ def _pieces(q, k: int, word: int) -> int:
 
 
 def _rows(q, k: int, word: int) -> int:
-    """Rows a block where a reversal along rows of at least 32 words runs
-    as ``ix_reverse_rows`` (as many, padded to 16 bytes, as fit REVERSE_ROWS
-    bytes, up to 64), else 0."""
+    """Rows a block (as many, padded to 16 bytes, as fit REVERSE_ROWS bytes, up to 64) where a reversal along rows of
+    32 words or more runs as ``ix_reverse_rows``; else 0."""
     n = q.sizes[k - 1] if k >= 1 else 0
     if not _along_rows(q, k) or n < 32 or q.n_outer // n > 2**31 - 1:
         return 0
@@ -436,9 +430,8 @@ class PassPlan:
 
 
 def one_kernel(mode: str, q, smem: int):
-    """``(threads, shared bytes)`` of the one launch of a mode that needs
-    no scratch (the Python launch and the C call cache's record both read
-    it), None for the owner and sort modes."""
+    """``(threads, shared bytes)`` of a scratch-free mode's one launch, as the Python launch and the C call cache's
+    record read it; None for the owner and sort modes."""
     if mode == "direct":
         return q.total, 0
     if mode in ("tile", "row"):

@@ -23,9 +23,8 @@ from ..config import SettingsModule
 from .launch import _SCALAR, THREADS
 from .tuned import _copy_launch, _fold_launch, _scatter_launch, _unfold_launch, word_plan
 
-#: Plain passes (same type, no map, no scale/bias): "auto" (``move_wcopy``,
-#: ``strided_copy``, ``move_transpose`` or ``move_tile``: ``_plain_step``);
-#: "strided_copy" / "move" force one (benchmarks, tests).
+#: Plain passes (same type, no map, no scale/bias): "auto" (``_plain_step`` picks ``move_wcopy``, ``strided_copy``,
+#: ``move_transpose`` or ``move_tile``); "strided_copy" or "move" forces one (benchmarks, tests).
 MOVE_PLAIN_VIA = "auto"
 #: How a padding program (PADDING/PADDING1's interior copy and border slabs) runs (layout.cu describes the kernels).
 #: "padr": one ``move_padr`` launch (``PAD_ROWS``) where the output is contiguous and its rows at least
@@ -46,14 +45,12 @@ PADR_MIN_BYTES = 256
 #: move_padw's (words per thread, minimum resident blocks per multiprocessor: __launch_bounds__(256, MINB)).
 PAD_WORDS = (1, 8)
 PAD_ROWS_MIN = 16
-#: Contiguous one-dimensional conversion or scale/bias passes: ``move_cvt``
-#: with this many V-element runs a thread (all loads first), where > 0; 0:
-#: ``move_vec``. Flags 2: a persistent grid.
+#: Contiguous one-dimensional conversion or scale/bias passes: ``move_cvt`` with this many V-element runs a thread
+#: (loads first), where > 0; 0: ``move_vec``. Flags 2: a persistent grid.
 CVT_UNROLL = 1
 CVT_FLAGS = 0
-#: Plain passes that word_plan widens to aligned 16-byte words (no reversal)
-#: in at least ``WORD_COPY_MIN_RANK`` dimensions: ``move_wcopy`` with this
-#: many words a thread, where > 0; else ``strided_copy``.
+#: Plain passes word_plan widens to aligned 16-byte words (no reversal) in ``WORD_COPY_MIN_RANK`` dimensions or more:
+#: ``move_wcopy`` with this many words a thread, where > 0; else ``strided_copy``.
 WORD_COPY = 2
 WORD_COPY_MIN_RANK = 3
 #: (most repeat dimensions, words a thread): a word copy with 1 to that many (at most 2) repeat dimensions (source
@@ -86,10 +83,9 @@ def _map_source(mode: int, shift: int, n: int, d: int):
 
 
 def _canonical(k: _Pass) -> _Pass:
-    """Size-1 dimensions dropped (a mapped one's source coordinate folded into
-    the source offset; a CONSTANT one outside the input makes the pass a
-    fill), dimensions ordered by destination stride (largest first), unmapped
-    neighbours that walk both sides as one merged."""
+    """``k`` canonical: size-1 dimensions dropped (a mapped one's source coordinate folded into the source offset; a
+    CONSTANT one outside the input makes the pass a fill), the rest by destination stride (largest first), unmapped
+    neighbours walking both sides as one merged."""
     kept, src_offset, fill = [], k.src_offset, k.fill
     for d in k.dims:
         n, ss, ds, mode, shift, msize = d
@@ -215,9 +211,8 @@ def _pad_words_ok(k: _Pass) -> bool:
 
 
 def _move_items(src_bytes: int, dst_bytes: int) -> int:
-    """move_vec's V: 16 bytes of the wider side (4 elements at least); a
-    narrowing conversion twice that where it fills 16 destination bytes
-    (float32 -> float16: 8, two 16-byte loads and one 16-byte store)."""
+    """move_vec's V: 16 bytes of the wider side (4 elements at least), twice that for a narrowing conversion where it
+    fills 16 destination bytes (float32 -> float16: 8, two 16-byte loads, one 16-byte store)."""
     v = max(4, 16 // max(src_bytes, dst_bytes))
     if dst_bytes < src_bytes:
         v = max(v, min(16 // dst_bytes, 2 * v))
