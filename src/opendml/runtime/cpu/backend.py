@@ -181,9 +181,8 @@ class CpuBackend:
         self.grain = cfg.thread_grain_bytes
         self.tile_stride = cfg.unfold_tile_stride
         self.tile_columns = cfg.unfold_tile_columns
-        #: What a new shape's C route (calls.move_new) needs of
-        #: this backend: (max threads, grain bytes, unfold tile stride, tile
-        #: columns, the output size from which output blocks are used).
+        #: What calls.move_new (a new shape's C route) needs of this backend: (max threads, grain bytes, unfold tile
+        #: stride, tile columns, the output size from which output blocks are used).
         self.plain_conf = (self.threads, self.grain, self.tile_stride, self.tile_columns, CACHE_MIN_BYTES)
 
     @property

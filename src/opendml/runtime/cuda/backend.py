@@ -98,10 +98,9 @@ class CudaBackend:
 
     def record(self, plan: MovePlan, src_ptr: int, src_elements: int, dst_ptr: int,
                what: str | None = None) -> Launch:
-        """The cached single ``Launch`` of a one-input, one-output ``plan``
-        of one tuned pass (the first five's: ``plan.kernel_plan()`` is not
-        None) for these addresses' alignment classes:
-        ``record(...)(src_ptr, dst_ptr, stream_ptr)`` queues it."""
+        """The cached ``Launch`` of a one-input, one-output ``plan`` of one tuned pass (the first five's:
+        ``plan.kernel_plan()`` not None) for these addresses' alignment classes; ``record(...)(src_ptr, dst_ptr,
+        stream_ptr)`` queues it."""
         key = (id(plan), src_ptr & 15, dst_ptr & 15, src_elements)
         rec = self._launches.get(key)
         if rec is None:
