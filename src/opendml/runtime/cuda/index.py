@@ -43,8 +43,7 @@ RANK, AXES = 16, 8
 #: An overwriting scatter takes the owner pass where its slot array (4 bytes a possible destination block) has at most
 #: max(OWNER_SLOTS, 4 x positions) slots; else it sorts.
 OWNER_SLOTS = 1 << 24
-#: How overwriting scatters run: "auto" (group where it applies, else as
-#: above), "owner" or "sort" (tests, benchmarks).
+#: Overwriting scatters: "auto" (group where it applies, else as above), "owner" or "sort" (tests, benchmarks).
 SCATTER_VIA = "auto"
 #: Whether the C new-shape route (cuda_index_spec.c) runs the owner mode itself (its table from the framework's
 #: allocator); False leaves it to IndexPass (the Python route).
@@ -55,8 +54,8 @@ ITEMS = 4
 #: fewer move one a thread (a small call's kernel is on a checked call's clock: more, shorter threads).
 POSITION_ITEMS = 4
 POSITION_MIN = 1 << 18
-#: Whether an element-wise reversal of subsequences walks columns
-#: (_column_walk), and stages them in shared memory where they fit (_tile).
+#: Whether an element-wise reversal of subsequences walks columns (_column_walk), staged in shared memory where they
+#: fit (_tile).
 COLUMN_WALK = REVERSE_TILE = True
 #: Bytes of a staged column set's row (``ix_reverse_tile``: whole lines of this width where the tile fits TILE_SMEM,
 #: else halved down to 128 bytes, else 32-byte sectors); the widths and variants measured (clusters, bulk copies, half
@@ -71,8 +70,7 @@ REVERSE_ROWS = 32 * 1024
 #: Whether an element-wise gather along a row runs a block a row (``ix_gather_row``, _row), staging the source row in
 #: shared memory where it fits (ROW_STAGE).
 GATHER_ROW = ROW_STAGE = True
-#: Whether an accumulating pass widens its contiguous inner run into 2-16
-#: byte words (added element by element).
+#: Whether an accumulating pass widens its contiguous inner run to 2-16 byte words (added element by element).
 WIDE_ACC = True
 i64, u64 = ctypes.c_int64, ctypes.c_uint64
 
@@ -111,8 +109,7 @@ def _disjoint(p, k: int) -> bool:
     return _distinct([n for n, _ in dims], [t for _, t in dims])
 
 
-#: A group scatter's owner table (4 bytes a destination word of its segment)
-#: stays inside the shared memory a block gets without raising its limit.
+#: A group scatter's owner table (4 bytes a word of its segment) stays in a block's default shared memory.
 GROUP_SLOTS = 12 * 1024
 
 

@@ -61,8 +61,7 @@ _MAP_CONSTANT = 5
 
 
 class _Pass:
-    """One kernel's work: dims are [size, src_stride, dst_stride, map mode,
-    map shift, map size] (mode 0: no map)."""
+    """One kernel's work: dims [size, src_stride, dst_stride, map mode, map shift, map size] (mode 0: no map)."""
 
     __slots__ = ("fill", "src", "dst", "dims", "src_offset", "dst_offset", "st", "dt", "sb", "fill_bits")
 
@@ -170,8 +169,7 @@ def _magic(d: int) -> tuple[int, int]:
 
 
 def _index(bound: int) -> str:
-    """The kernels' index type I where flat indices (and the grid's last
-    threads' overshoot) stay below ``bound``: 32-bit under 2^31."""
+    """The kernels' index type I for flat indices (the grid's overshoot included) below ``bound``: 32-bit under 2^31."""
     return "u32" if bound < 2**31 else "u64"
 
 
