@@ -13,7 +13,7 @@ from ...plan import CopyPlan, FoldPlan, ScatterPlan, UnfoldPlan
 from .. import params as P
 from .launch import _SCALAR, THREADS
 
-#: 1-D UNFOLDs whose neighbouring blocks lie this many elements apart or more take unfold1d_tile.
+#: 1-D UNFOLDs whose neighbouring blocks lie this many elements apart or more in the input take unfold1d_tile.
 TILE_MIN_STEP = 8
 #: unfold_tile: output columns per box (one CUDA block's share), the longest box line in 2-D and up, and the shared
 #: memory a box's region may use.
