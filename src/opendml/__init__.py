@@ -1,20 +1,14 @@
-"""opendml: DirectML's tensor model and data-movement operators (the
-slicing and window operators, the data-movement family, the index-driven
-operators: ``opendml.ops.OPERATORS``), with DirectML's validation rules, on
-the CPU (NumPy and compiled C kernels) and NVIDIA GPUs (CUDA kernels through
-CuPy), as array functions of NumPy, CuPy, PyTorch, JAX and Dask arrays.
+"""opendml: DirectML's tensor model and data-movement operators (slicing and window operators, the data-movement family,
+index-driven operators: ``opendml.ops.OPERATORS``) with its validation rules, on the CPU (NumPy and compiled C kernels)
+and NVIDIA GPUs (CUDA kernels through CuPy), as array functions of NumPy, CuPy, PyTorch, JAX and Dask arrays.
 
-Layers, each importing only those below it: ``model`` (data types, feature
-levels, tensor descriptions, errors) < ``plan`` (what backends run) < ``ops``
-(one module per operator) < ``jsonform`` (the JSON form) < ``runtime``
-(backends, configuration) < ``arrays`` (the array API) < ``device`` (the
-DirectML flow) < ``dxdispatch`` < ``torch`` and ``jax`` < ``cli``.
-``opendml.torch`` (PyTorch modules and operators) and ``opendml.jax``
-are imported only when asked for; a framework's adapter in ``arrays``
-(``arrays/torch/``, ``jax_adapter``, ``dask_adapter``...) loads when an array of
-that framework first comes in. ``opendml.slice`` is
-DirectML's name and is left out of ``__all__`` so that ``from opendml import *``
-does not shadow Python's ``slice``.
+Layers, each importing only those below it: ``model`` (data types, feature levels, tensor descriptions, errors) <
+``plan`` (what backends run) < ``ops`` (one module per operator) < ``jsonform`` (the JSON form) < ``runtime``
+(backends, configuration) < ``arrays`` (the array API) < ``device`` (the DirectML flow) < ``dxdispatch`` < ``torch``
+and ``jax`` < ``cli``. ``opendml.torch`` (PyTorch modules and operators) and ``opendml.jax`` are imported only when
+asked for; a framework's adapter in ``arrays`` (``arrays/torch/``, ``jax_adapter``, ``dask_adapter``...) loads when an
+array of that framework first comes in. ``opendml.slice`` (DirectML's name) is left out of ``__all__`` so that ``from
+opendml import *`` does not shadow Python's ``slice``.
 """
 from ._version import __version__
 from . import arrays as _arrays, ops as _ops
@@ -28,9 +22,9 @@ from .runtime.alloc import AllocationError
 from .runtime.config import Config, config, configure
 
 # Every registered operator's array function (``opendml.arrays.FUNCTIONS``) and description class
-# (``opendml.ops.DESCRIPTIONS``), by name: nothing per operator here. They are real functions and
-# classes once the package is imported (``help``, ``inspect.signature``, completion in a session);
-# the API reference reads them by importing the package (``force_inspection``, mkdocs.yml).
+# (``opendml.ops.DESCRIPTIONS``), by name: nothing per operator here. Real functions and classes once the package is
+# imported (``help``, ``inspect.signature``, completion); the API reference imports the package to read them
+# (``force_inspection``, mkdocs.yml).
 globals().update(_arrays.FUNCTIONS)
 globals().update(_ops.DESCRIPTIONS)
 

@@ -59,15 +59,13 @@ def unfold(x: Any, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, s
 
 def fold(x: Any, output_sizes: Ints, window_sizes: Ints, strides: Ints = 1, dilations: Ints = 1, start_padding: Ints = 0, end_padding: Ints = 0) -> Any:
     """DML_FOLD (col2im), the adjoint of ``unfold``: ``x`` of shape (N, C *
-    prod(window_sizes), BlockCount) summed back into an array of shape (N, C,
-    *output_sizes), each output element adding its window elements in
-    increasing window order (float16 sums in float32; integers wrap)."""
+    prod(window_sizes), BlockCount) summed back into an array of shape (N, C, *output_sizes), each output element adding
+    its window elements in increasing window order (float16 summing in float32; integers wrapping)."""
 
 
 def slice_grad(grad: Any, input_sizes: Sequence[int], window_offsets: Sequence[int], window_sizes: Sequence[int], window_strides: Sequence[int]) -> Any:
-    """DML_SLICE_GRAD, the adjoint of ``slice1``: an array of shape
-    ``input_sizes`` (the shape of ``slice1``'s input) that is 0 except where
-    ``slice1`` with this window reads, which receives the matching element of
+    """DML_SLICE_GRAD, the adjoint of ``slice1``: an array of shape ``input_sizes`` (the shape of
+    ``slice1``'s input), 0 except where ``slice1`` with this window reads, which receives the matching element of
     ``grad`` (``grad.shape`` being ``slice1``'s output shape)."""
 
 
@@ -84,10 +82,8 @@ def cast(x: Any, dtype: Any) -> Any:
 
 def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = 'constant', value: Any = 0) -> Any:
     """DML_PADDING1: ``x`` padded by ``start_padding``/``end_padding`` elements
-    per axis (an int pads every axis). ``mode``: "constant" (``value``, of
-    ``x``'s type), "edge", "reflect", "symmetric" or "wrap", as DirectML's
-    DML_PADDING_MODE (padding may exceed the axis' size; it repeats
-    periodically)."""
+    per axis (an int pads every axis), ``mode`` "constant" (``value``, of ``x``'s type), "edge", "reflect", "symmetric"
+    or "wrap", as DirectML's DML_PADDING_MODE (padding longer than the axis repeats periodically)."""
 
 
 def join(arrays: Sequence[Any], axis: int) -> Any:
@@ -102,10 +98,9 @@ def split(x: Any, axis: int, sizes: Sequence[int]) -> list[Any]:
 
 def tile(x: Any, repeats: Ints) -> Any:
     """DML_TILE: ``x`` repeated ``repeats[i]`` times along axis i;
-    ``out.shape == x.shape * repeats``. ``repeats`` follows ``numpy.tile``'s
-    rule: a sequence shorter than ``x.ndim`` has ones prepended, and an int
-    ``r`` is ``(1, ..., 1, r)`` (only the last axis repeats: ``tile(x, 2)``
-    of a (3, 4) array is (3, 8))."""
+    ``out.shape == x.shape * repeats``, ``repeats`` by ``numpy.tile``'s rule: a sequence shorter than ``x.ndim`` has
+    ones prepended, an int ``r`` is ``(1, ..., 1, r)`` (only the last axis repeats: ``tile(x, 2)`` of a (3, 4) array is
+    (3, 8))."""
 
 
 def depth_to_space(x: Any, block_size: int, order: str = 'DCR') -> Any:
@@ -132,9 +127,8 @@ def gather_elements(x: Any, indices: Any, axis: int, *, check_indices: bool = Tr
 
 def gather_nd(x: Any, indices: Any, batch_dimensions: int = 0, *, check_indices: bool = True) -> Any:
     """DML_GATHER_ND1 (ONNX GatherND): ``indices``' last axis holds index
-    tuples of q entries into ``x``'s dimensions after the first
-    ``batch_dimensions`` (which both arrays share); ``out.shape ==
-    indices.shape[:-1] + x.shape[batch_dimensions + q:]``."""
+    tuples of q entries into ``x``'s dimensions after the first ``batch_dimensions`` (shared by both arrays);
+    ``out.shape == indices.shape[:-1] + x.shape[batch_dimensions + q:]``."""
 
 
 def scatter_elements(x: Any, indices: Any, updates: Any, axis: int, *, check_indices: bool = True) -> Any:
@@ -153,10 +147,9 @@ def scatter_nd(x: Any, indices: Any, updates: Any, *, check_indices: bool = True
 
 def one_hot(indices: Any, depth: int, values: Any, axis: int = -1) -> Any:
     """DML_ONE_HOT (ONNX OneHot): a new axis of size ``depth`` at ``axis``
-    (of the output: -1 appends it) holding ``values[1]`` (on) at each index
-    and ``values[0]`` (off) elsewhere; the output's dtype is ``values``'. A
-    negative index of a signed type counts from the end; an index outside
-    ``[-depth, depth)`` gives an all-off row (no check)."""
+    (of the output: -1 appends it) holding ``values[1]`` (on) at each index, ``values[0]`` (off) elsewhere, of
+    ``values``' dtype. A negative index of a signed type counts from the end; one outside ``[-depth, depth)`` gives an
+    all-off row (unchecked)."""
 
 
 def reverse_subsequences(x: Any, sequence_lengths: Any, axis: int) -> Any:

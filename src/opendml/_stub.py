@@ -1,9 +1,7 @@
-"""The type stub of the package, ``opendml/__init__.pyi``, for static tools
-(type checkers, editors' completion and hover): the array functions are
-generated from the operators' bindings at import time, so only a stub shows
-them to a tool that reads source without running it. ``python -m
-opendml._stub`` rewrites the stub; ``tests/test_stub.py`` fails when it is not
-what this module writes (a new operator, a changed binding).
+"""The package's type stub, ``opendml/__init__.pyi``, for static tools (type checkers, editors' completion and hover):
+the array functions are generated from the operators' bindings at import time, so only a stub shows them to a tool
+that reads source without running it. ``python -m opendml._stub`` rewrites the stub; ``tests/test_stub.py`` fails
+when it is not what this module writes (a new operator, a changed binding).
 """
 from __future__ import annotations
 

@@ -8,10 +8,9 @@
     opendml dispatch --list | --example NAME [--print-model]
     opendml info
 
-Exit codes: 0 success; 1 an output differs from the documented one; 2 bad
-input (a usage error, malformed JSON, an invalid description, a bad file, a
-malformed OPENDML_* environment variable), always one line on stderr; 3 an
-internal error of opendml (a bug), also one line, never a traceback.
+Exit codes: 0 success; 1 an output differs from the documented one; 2 bad input (a usage error, malformed JSON, an
+invalid description, a bad file, a malformed OPENDML_* environment variable); 3 an internal error of opendml (a bug).
+Errors are one line on stderr, never a traceback.
 """
 from __future__ import annotations
 
@@ -50,9 +49,8 @@ def examples() -> dict[str, dict]:
     return out
 
 
-#: The order `opendml run` runs and lists the bundled examples: the first five
-#: operators' in the order of their pages, then every other bundled example
-#: (the data-movement family's) by name.
+#: The order `opendml run` runs and lists the bundled examples: the first five operators' in the order of their pages,
+#: then every other bundled example (the data-movement family's) by name.
 _FIRST = ("slice-contiguous", "slice-strided", "slice1-positive-strides", "slice1-negative-strides",
           "unfold", "unfold-padded", "fold-1", "fold-2-padded", "fold-3-channels", "slice-grad")
 EXAMPLE_ORDER = _FIRST + tuple(sorted(n for n in examples() if n not in _FIRST))
@@ -78,10 +76,9 @@ def fmt_array(a: np.ndarray) -> str:
 
 def default_input(desc, max_bytes: int | None = None, tensor: TensorDesc | None = None,
                   name: str | None = None) -> np.ndarray:
-    """``jsonform.default_input`` of an input (``tensor``/``name``; default:
-    the first) from the operator's ``DEFAULT_INPUT_START`` (1..N, or 0..N-1
-    as UNFOLD's and the gathers' pages), refused where its distinct elements
-    would take more than ``max_bytes``."""
+    """``jsonform.default_input`` of an input (``tensor``/``name``; default: the first) from the operator's
+    ``DEFAULT_INPUT_START`` (1..N, or 0..N-1 as UNFOLD's and the gathers' pages), refused where its distinct elements
+    take more than ``max_bytes``."""
     t = tensor if tensor is not None else desc.input_tensor
     name = name if name is not None else desc.TENSORS[0]
     nbytes = math.prod(1 if s == 0 else n for n, s in zip(t.sizes, t.element_strides)) * t.element_size
@@ -92,10 +89,9 @@ def default_input(desc, max_bytes: int | None = None, tensor: TensorDesc | None 
 
 
 def _refuse(what: str, limit: int = 0):
-    """The ``fail`` of ``jsonform.open_checked``/``read_regular`` for a file
-    named on the command line: a ``UsageError`` about ``what``. Only regular
-    files are read: a folder, a device (``/dev/zero``), a FIFO or a socket
-    is refused before anything is read."""
+    """``jsonform.open_checked``/``read_regular``'s ``fail`` for a file named on the command line: a ``UsageError``
+    about ``what``. Only regular files are read: a folder, a device (``/dev/zero``), a FIFO or a socket is refused
+    first."""
     def fail(reason, detail):
         why = (f"must be a regular file; this is {detail}" if reason == "kind" else
                f"the file holds more than {limit} bytes; a description may hold at most {limit} (--max-bytes / 16, "
@@ -105,9 +101,8 @@ def _refuse(what: str, limit: int = 0):
 
 
 def read_npy(path: str, t: TensorDesc, name: str, max_bytes: int | None = None) -> np.ndarray:
-    """A .npy file holding an array of ``t``'s sizes and data type (either byte
-    order). The header and the file's length are checked before any data is
-    read, so a file that claims a huge array costs nothing."""
+    """A .npy file of an array of ``t``'s sizes and data type (either byte order). The header and the file's length
+    are checked before any data is read: a file claiming a huge array costs nothing."""
     what = f"--input {path}"
     try:
         with open_checked(path, _refuse(what)) as f:
@@ -161,10 +156,9 @@ def run_bytes(desc, xs) -> int:
 
 
 def run_one(obj: dict, args, device: Device, out) -> bool | None:
-    """Run a description; True/False when it has expected outputs, else None.
-    Every check (the description at the device's level, the output paths, the
-    inputs, the expected outputs, the memory the run needs) comes first. Any
-    number of inputs and outputs (the description's slots, in order)."""
+    """Run a description (any number of inputs and outputs: its slots, in order); True/False when it has expected
+    outputs, else None. Every check (the description at the device's level, the output paths, the inputs, the expected
+    outputs, the memory the run needs) comes first."""
     desc = from_json(obj)
     desc.validate(device.feature_level)
     out_named = desc.named_tensors("output")

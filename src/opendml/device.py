@@ -38,9 +38,8 @@ CASTING = ("no", "equiv", "safe", "same_kind", "unsafe")
 
 
 class Buffer:
-    """A byte buffer of ``size_in_bytes`` on ``device`` (DirectML's committed
-    resource), made by ``Device.create_buffer`` or ``Device.upload``,
-    zero-filled; bind byte ranges of it with ``BufferBinding``."""
+    """A zero-filled byte buffer of ``size_in_bytes`` on ``device`` (DirectML's committed resource), made by
+    ``Device.create_buffer`` or ``Device.upload``; bind byte ranges of it with ``BufferBinding``."""
 
     def __init__(self, device: "Device", size_in_bytes: int):
         self.device = device
@@ -51,10 +50,8 @@ class Buffer:
         return f"Buffer({self.device.kind!r}, size_in_bytes={self.size_in_bytes})"
 
     def write(self, array: ArrayLike, tensor: TensorDesc | None = None, offset: int = 0, *, casting: str = "safe") -> None:
-        """Write ``array``'s elements at byte ``offset``. Only the tensor's
-        elements are written (bytes between them keep their values); where a
-        stride of 0 makes elements share memory, the first along that
-        dimension is stored.
+        """Write ``array``'s elements at byte ``offset``: the tensor's elements only (bytes between them keep their
+        values); of elements a stride of 0 puts in one place, the first along that dimension.
 
         Parameters
         ----------
@@ -66,19 +63,15 @@ class Buffer:
             None writes the packed bytes (little-endian).
         offset : int, default 0
         casting : {"no", "equiv", "safe", "same_kind", "unsafe"}, default "safe"
-            Which conversions are allowed: ``"no"``, ``"equiv"`` and
-            ``"same_kind"`` are NumPy's dtype rules; ``"safe"`` checks values
-            instead: each must survive the conversion (to an integer type:
-            integral and in range; to a float type: no finite value
-            overflowing; rounding allowed); ``"unsafe"`` converts as
-            ``ndarray.astype`` does.
+            The conversions allowed: ``"no"``, ``"equiv"`` and ``"same_kind"`` are NumPy's dtype rules; ``"safe"``
+            checks values instead, each to survive the conversion (to an integer type: integral and in range; to a float
+            type: no finite value overflowing; rounding allowed); ``"unsafe"`` converts as ``ndarray.astype`` does.
 
         Raises
         ------
         ValidationError
-            If a value does not survive the conversion, the shape differs
-            from the tensor's sizes, ``casting`` is unknown, or the array is
-            masked, ragged or not numeric.
+            If a value does not survive the conversion, the shape is not the tensor's sizes, ``casting`` is unknown, or
+            the array is masked, ragged or not numeric.
         BindingError
             If the bytes written would not lie inside the buffer.
         TypeError
@@ -110,10 +103,9 @@ class Buffer:
             view[keep][...] = values
 
     def read(self, tensor: TensorDesc | None = None, offset: int = 0) -> np.ndarray:
-        """A new packed NumPy array of the elements ``tensor`` lays out at
-        byte ``offset`` (the cost is that of the elements), or of every byte
-        of the buffer (``uint8``) where ``tensor`` is None; on CUDA, reading
-        waits for the work queued on the buffer.
+        """A new packed NumPy array of the elements ``tensor`` lays out at byte ``offset`` (costing what the elements
+        do), or of every byte of the buffer (``uint8``) without ``tensor``; on CUDA, after the work queued on the
+        buffer.
 
         Raises
         ------
@@ -141,9 +133,8 @@ class Buffer:
 
     @contextlib.contextmanager
     def _elements(self, offset: int, tensor: TensorDesc, write: bool):
-        """The tensor's elements as a NumPy view: of the storage itself on the
-        CPU, else of a host copy of their byte span (written back on a clean
-        exit when ``write``)."""
+        """The tensor's elements as a NumPy view of the storage itself on the CPU, else of a host copy of their byte
+        span (written back on a clean exit where ``write``)."""
         span, storage = tensor.min_size_in_bytes, self._storage      # every element lies in [0, span)
         if isinstance(storage, np.ndarray) and storage.dtype == np.uint8 and storage.ndim == 1:
             yield host_view(storage[offset:offset + span], tensor)    # CPU: in place
@@ -168,9 +159,8 @@ def _check_tensor_arg(tensor, where: str, casting: str = "safe") -> None:
 
 
 def host_array(array, where: str) -> np.ndarray:
-    """``array`` as a NumPy array of booleans, integers or floats; anything
-    else (None, strings, mappings, sets, masked arrays, ragged or nested
-    objects, complex numbers) is refused with a message naming ``where``."""
+    """``array`` as a NumPy array of booleans, integers or floats; anything else (None, strings, mappings, sets,
+    masked arrays, ragged or nested objects, complex numbers) refused, the message naming ``where``."""
     if array is None or isinstance(array, (str, bytes, bytearray, Mapping, Set)):
         raise TypeError(f"{where}: array must be an array of numbers (a NumPy array or nested lists); "
                         f"got {type(array).__name__}")
@@ -249,9 +239,8 @@ def host_view(raw: np.ndarray, tensor: TensorDesc) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class BufferBinding:
-    """``DML_BUFFER_BINDING``: a byte range of a buffer, bound to one tensor
-    of a compiled operator through ``BindingTable.bind_inputs`` or
-    ``bind_outputs``, which check the binding rules against the tensor.
+    """``DML_BUFFER_BINDING``: a byte range of a buffer for one tensor of a compiled operator, checked against it by
+    ``BindingTable.bind_inputs`` or ``bind_outputs``.
 
     Parameters
     ----------
@@ -264,8 +253,7 @@ class BufferBinding:
     Raises
     ------
     BindingError
-        If ``buffer`` is not a ``Buffer``, or ``offset`` or
-        ``size_in_bytes`` is not an integer in [0, 2**64 - 1].
+        If ``buffer`` is not a ``Buffer``, or ``offset`` or ``size_in_bytes`` not an integer in [0, 2**64 - 1].
     """
     buffer: Buffer
     offset: int = 0
@@ -306,9 +294,8 @@ class Operator:
 
 
 class CompiledOperator:
-    """A compiled operator (``IDMLCompiledOperator``) of ``operator`` (and its
-    ``desc``) for ``device``: its plan, ready to bind in a ``BindingTable``
-    and execute, from any number of threads."""
+    """A compiled operator (``IDMLCompiledOperator``) of ``operator`` (and its ``desc``) for ``device``: its plan, to
+    bind in a ``BindingTable`` and execute from any number of threads."""
 
     def __init__(self, device: "Device", operator: Operator):
         self.device, self.operator, self.desc = device, operator, operator.desc
@@ -331,10 +318,8 @@ class CompiledOperator:
 class BindingTable:
     """Bindings of one compiled operator's inputs and outputs.
 
-    A table may be executed from several threads at once. Binding is atomic:
-    a bind that fails leaves the previous bindings in place, and an execution
-    running alongside a bind uses either the old or the new bindings, never a
-    mix."""
+    A table may be executed from several threads at once. Binding is atomic: a failed bind keeps the previous
+    bindings, and an execution alongside a bind uses the old or the new bindings, never a mix."""
 
     def __init__(self, compiled: CompiledOperator):
         self.compiled = compiled
@@ -344,18 +329,15 @@ class BindingTable:
         self._lock = threading.Lock()
 
     def bind_inputs(self, bindings: Sequence[BufferBinding | None] | BufferBinding | None) -> None:
-        """Bind the operator's inputs, one binding per input tensor, in order (a
-        sequence of ``BufferBinding``, or one), ``None`` in the place of an
-        ``OWNED_BY_DML`` input (bound at initialization instead).
+        """Bind the operator's inputs: a ``BufferBinding`` (or a sequence of them) per input tensor, in order, ``None``
+        for an ``OWNED_BY_DML`` input (bound at initialization instead).
 
         Raises
         ------
         BindingError
-            If the count differs from the operator's inputs, an offset is not
-            aligned, a range leaves its buffer or is smaller than its tensor,
-            a buffer belongs to another device, an owned input is bound here
-            or a plain one is None, or an input overlaps a bound output. The
-            previous bindings are kept.
+            If the count is not the operator's inputs', an offset is not aligned, a range leaves its buffer or is
+            smaller than its tensor, a buffer belongs to another device, an owned input is bound here or a plain one is
+            None, or an input overlaps a bound output. The previous bindings are kept.
         """
         inputs = self._check("input", bindings, self.compiled.input_tensors)
         with self._lock:
@@ -363,9 +345,8 @@ class BindingTable:
             self._inputs, self._executor = inputs, None
 
     def bind_outputs(self, bindings: Sequence[BufferBinding] | BufferBinding) -> None:
-        """Bind the operator's outputs as ``bind_inputs`` binds the inputs
-        (``BindingError`` as there, and if two outputs overlap or an output
-        overlaps an input: these operators do not run in place)."""
+        """Bind the operator's outputs as ``bind_inputs`` binds inputs (``BindingError`` as there, and if outputs
+        overlap each other or an input: these operators do not run in place)."""
         outputs = self._check("output", bindings, self.compiled.output_tensors)
         with self._lock:
             self._check_overlap(self._inputs, outputs)
@@ -412,10 +393,9 @@ class BindingTable:
                     f"[{b.offset}, {b.end}) of the same buffer; {op} does not run in place")
 
     def executor(self) -> Callable[[], None]:
-        """The prepared dispatch of the current bindings (made once per bind): a
-        callable that runs one dispatch with the bindings in force when it was
-        made, which ``Device.execute`` calls. ``BindingError`` if inputs or
-        outputs are not bound yet."""
+        """The current bindings' prepared dispatch (made once per bind), which ``Device.execute`` calls: a callable
+        running one dispatch with the bindings in force when made. ``BindingError`` if inputs or outputs are not
+        bound yet."""
         with self._lock:
             if self._executor is None:
                 if self._inputs is None or self._outputs is None:
@@ -426,10 +406,8 @@ class BindingTable:
 
 
 def _any_overlap(ranges, leading: int) -> bool:
-    """Whether two of ``ranges`` (``(kind, index, binding)``) that are not both
-    inputs, one of them among the first ``leading``, share a byte of one
-    buffer (bound ranges are not empty): one sweep over each buffer's ranges
-    in offset order."""
+    """Whether two of ``ranges`` (``(kind, index, binding)``), not both inputs, one among the first ``leading``,
+    share a byte of a buffer (bound ranges are not empty): one sweep over each buffer's ranges by offset."""
     ends: dict = {}     # id(buffer) -> the largest ends so far ([of any range, of an output]): of all, of the leading
     for at, (kind, _, b) in sorted(enumerate(ranges), key=lambda r: r[1][2].offset):
         of_all, of_leading = ends.setdefault(id(b.buffer), ([0, 0], [0, 0]))
@@ -480,14 +458,12 @@ class Device:
     kind : {"cpu", "cuda"}, default "cpu"
         Where operators run.
     feature_level : FeatureLevel, str or int, default FeatureLevel.FL_6_4
-        The level descriptions are validated against (``"6_4"``, ``"6.4"``
-        ...).
+        The level descriptions are validated at (``"6_4"``, ``"6.4"`` ...).
 
     Raises
     ------
     UnsupportedError
-        If ``kind`` is unknown, or ``"cuda"`` is asked for where CuPy or a
-        GPU is missing.
+        If ``kind`` is unknown, or ``"cuda"`` lacks CuPy or a GPU.
     ValidationError
         If ``feature_level`` names no level.
     """
@@ -518,8 +494,7 @@ class Device:
         return Operator(self, desc)
 
     def compile_operator(self, operator: Operator | OperatorDesc) -> CompiledOperator:
-        """Compile an operator created by this device, or a description (created
-        first).
+        """Compile an operator this device created, or a description (created first).
 
         Raises
         ------
@@ -536,18 +511,15 @@ class Device:
 
     def initialize_operator(self, compiled: CompiledOperator,
                             input_bindings: Sequence[BufferBinding | None] = ()) -> None:
-        """The operator initializer of ``compiled`` (an operator of this
-        device): binds ``OWNED_BY_DML`` inputs once; their data is copied into
-        memory the operator owns. ``input_bindings`` has one entry per input
-        tensor: a binding for each owned input, None for the others (empty:
-        all None).
+        """The operator initializer of ``compiled`` (this device's): binds ``OWNED_BY_DML`` inputs once, copying their
+        data into memory the operator owns. ``input_bindings``: an entry per input tensor, a binding for each owned
+        input, None for the others (empty: all None).
 
         Raises
         ------
         BindingError
-            If the count is wrong, an owned input is not bound or a plain one
-            is, a binding breaks a binding rule, or ``compiled`` belongs to
-            another device.
+            If the count is wrong, an owned input is not bound or a plain one is, a binding breaks a binding rule, or
+            ``compiled`` is another device's.
         TypeError
             If ``compiled`` is not a ``CompiledOperator``.
         """
@@ -582,9 +554,8 @@ class Device:
         return BindingTable(compiled)
 
     def create_buffer(self, size_in_bytes: int) -> Buffer:
-        """A new zero-filled buffer of ``size_in_bytes`` in [1, 2**46]
-        (``ValidationError`` for a size out of range or not an integer;
-        ``AllocationError``, also a ``MemoryError``, for one that cannot be allocated)."""
+        """A new zero-filled buffer of ``size_in_bytes`` in [1, 2**46] (``ValidationError`` for a size out of range
+        or not an integer; ``AllocationError``, also a ``MemoryError``, for one not allocatable)."""
         size = as_int(size_in_bytes, "size_in_bytes", where="create_buffer")
         if not 1 <= size <= MAX_BUFFER_BYTES:
             raise ValidationError(f"create_buffer: size_in_bytes must be in [1, {MAX_BUFFER_BYTES}]; got {size}")
@@ -594,12 +565,10 @@ class Device:
             raise alloc.AllocationError(f"create_buffer: could not allocate {size} bytes on {self.kind}") from None
 
     def upload(self, array: ArrayLike, tensor: TensorDesc | None = None, *, casting: str = "safe") -> Buffer:
-        """A new buffer holding ``array`` (numbers): its packed bytes then zeros
-        (a buffer of its size rounded up to 4), or, given ``tensor``, its
-        elements (of the tensor's sizes) laid out by the tensor (a buffer of
-        its TotalTensorSizeInBytes), converted under ``casting`` as
-        ``Buffer.write`` does (default "safe": values that do not survive the
-        conversion are refused).
+        """A new buffer holding ``array`` (numbers): its packed bytes, then zeros up to its size rounded up to 4, or,
+        given ``tensor``, its elements (of the tensor's sizes) laid out by the tensor in a buffer of its
+        TotalTensorSizeInBytes, converted under ``casting`` as ``Buffer.write`` does (default "safe": values that do not
+        survive the conversion are refused).
 
         Raises
         ------
@@ -623,10 +592,8 @@ class Device:
         return buf
 
     def execute(self, compiled: CompiledOperator, table: BindingTable) -> None:
-        """Record and run one dispatch of ``compiled`` with ``table``, its
-        binding table (asynchronous on CUDA; reads synchronise). A compiled
-        operator and its binding table may be executed from several threads
-        at once (see ``BindingTable``).
+        """Record and run one dispatch of ``compiled`` with its binding table ``table`` (asynchronous on CUDA; reads
+        synchronise); from several threads at once too (see ``BindingTable``).
 
         Raises
         ------
@@ -646,12 +613,10 @@ class Device:
     dispatch = execute
 
     def run(self, desc: OperatorDesc, *arrays: ArrayLike) -> np.ndarray:
-        """The whole flow in one call: create and compile the operator (validated
-        at this device's feature level), upload each input array (one per
-        input tensor, JOIN's ``InputTensors`` each counting, of its sizes,
-        converted as ``upload`` does) through its tensor (initializing
-        OWNED_BY_DML inputs), bind, execute and return the output tensor's
-        elements as a new NumPy array (several outputs, SPLIT: ``run_all``).
+        """The whole flow in one call: create and compile the operator (validated at this device's feature level),
+        upload each input array (one per input tensor, each of JOIN's ``InputTensors`` counting; of its sizes, converted
+        as ``upload`` does) through its tensor (initializing OWNED_BY_DML inputs), bind, execute, and return the output
+        tensor's elements as a new NumPy array (several outputs, SPLIT's: ``run_all``).
 
         Raises
         ------
@@ -659,8 +624,7 @@ class Device:
             If the number of arrays is wrong, an array does not fit its
             tensor, or the operator has several outputs.
         UnsupportedError
-            If the description is not valid at this device's feature level,
-            or the device cannot run the operator.
+            If the description is invalid at this device's feature level, or the device cannot run the operator.
         """
         outputs = self.run_all(desc, *arrays)
         if len(outputs) != 1:
@@ -669,8 +633,8 @@ class Device:
         return outputs[0]
 
     def run_all(self, desc: OperatorDesc, *arrays: ArrayLike) -> list[np.ndarray]:
-        """``run`` returning a list of every output, one array per output tensor
-        in slot order (SPLIT's ``OutputTensors`` each counting)."""
+        """``run`` returning every output: an array per output tensor, in slot order (each of SPLIT's
+        ``OutputTensors`` counting)."""
         compiled = self.compile_operator(desc)
         tensors = compiled.input_tensors
         if len(arrays) != len(tensors):

@@ -1,50 +1,38 @@
-"""opendml's operators for JAX: differentiable, and usable under ``jax.jit``
-and ``jax.vmap``. Imported only when asked for (``import opendml.jax``); the
-array API (``opendml.unfold(x, ...)`` and the others) takes JAX arrays without
-it, through the same code.
+"""opendml's operators for JAX: differentiable, and usable under ``jax.jit`` and ``jax.vmap``. Imported only when
+asked for (``import opendml.jax``); the array API (``opendml.unfold(x, ...)`` and the others) takes JAX arrays
+without it, through the same code.
 
 Which code runs:
 
-* **Eager** (a concrete ``jax.Array``, no transformation): opendml's own
-  kernels. CPU arrays are read in place through NumPy and large outputs are
-  handed to JAX without a copy; GPU arrays go to opendml's CUDA kernels
-  through CuPy (DLPack) where CuPy is installed. Elsewhere (a GPU without
-  CuPy, a TPU) the eager call runs the lax form below, compiled once per
-  shape.
-* **Traced** (under ``jit``, ``vmap``, ``grad``, ``scan``...): the **pure-lax
-  route**. Each operator has a formulation in ``jax.lax`` (pad, strided
-  slices, interior padding, reverse) that XLA compiles and fuses for whatever
-  device the program runs on; there is no XLA FFI target or host callback, so
-  a jitted function stays one XLA program on the CPU, GPU or TPU. The lax
-  forms give the same bits as the kernels: UNFOLD, SLICE1 and SLICE_GRAD only
-  move elements, and FOLD adds each output element's window terms in
-  increasing row-major window order from +0, float16 in float32 rounded once,
-  integers wrapping. The one exception is XLA's: its CPU code flushes
-  subnormal floats to zero, so under jit on the CPU a float32/float64 FOLD
-  sum that involves subnormal values is 0 (the kernels keep it).
-  ``benchmarks/jax_ops.py`` measures the lax forms against
-  ``lax.conv_general_dilated_patches``, JAX's own im2col, and its VJP.
+* **Eager** (a concrete ``jax.Array``, no transformation): opendml's own kernels. CPU arrays are read in place
+  through NumPy and large outputs are handed to JAX without a copy; GPU arrays go to opendml's CUDA kernels through
+  CuPy (DLPack) where CuPy is installed. Elsewhere (a GPU without CuPy, a TPU) the eager call runs the lax form
+  below, compiled once per shape.
+* **Traced** (under ``jit``, ``vmap``, ``grad``, ``scan``...): the **pure-lax route**. Each operator has a
+  formulation in ``jax.lax`` (pad, strided slices, interior padding, reverse) that XLA compiles and fuses for
+  whatever device the program runs on; there is no XLA FFI target or host callback, so a jitted function stays one
+  XLA program on the CPU, GPU or TPU. The lax forms give the same bits as the kernels: UNFOLD, SLICE1 and SLICE_GRAD
+  only move elements, and FOLD adds each output element's window terms in increasing row-major window order from
+  +0, float16 in float32 rounded once, integers wrapping. The one exception is XLA's: its CPU code flushes subnormal
+  floats to zero, so under jit on the CPU a float32/float64 FOLD sum that involves subnormal values is 0 (the
+  kernels keep it). ``benchmarks/jax_ops.py`` measures the lax forms against ``lax.conv_general_dilated_patches``,
+  JAX's own im2col, and its VJP.
 
-Every function below takes a ``jax.Array``, concrete or traced, or anything
-``jnp.asarray`` converts (a NumPy array), and returns a new array of its
-dtype. Either way the operator's description is built from the (abstract)
-shape and dtype first, so a bad argument raises opendml's own
-``ValidationError`` while tracing, with the message an eager call gives; an
-array sharded over several devices raises ``opendml.UnsupportedError``.
+Every function below takes a ``jax.Array``, concrete or traced, or anything ``jnp.asarray`` converts (a NumPy
+array), and returns a new array of its dtype. Either way the operator's description is built from the (abstract)
+shape and dtype first, so a bad argument raises opendml's own ``ValidationError`` while tracing, with the message an
+eager call gives; an array sharded over several devices raises ``opendml.UnsupportedError``.
 
-Gradients follow ``jax.custom_vjp``: the backward of UNFOLD is FOLD and of
-FOLD is UNFOLD; SLICE1 (and SLICE) go back through SLICE_GRAD, and SLICE_GRAD
-through SLICE1. The backward calls are opendml operators too, so reverse mode
-works to any order (``jax.grad(jax.grad(...))``, ``jax.jacrev`` of
-``jax.jacrev``). As with every ``custom_vjp`` function, forward mode
-(``jax.jvp``, ``jax.jacfwd``, ``jax.linearize``, and so ``jax.hessian``) is
-not available. The operators are linear, so no residuals are saved; under an
-eager ``jax.grad`` both passes see concrete arrays and run the kernels.
+Gradients follow ``jax.custom_vjp``: the backward of UNFOLD is FOLD and of FOLD is UNFOLD; SLICE1 (and SLICE) go
+back through SLICE_GRAD, and SLICE_GRAD through SLICE1. The backward calls are opendml operators too, so reverse
+mode works to any order (``jax.grad(jax.grad(...))``, ``jax.jacrev`` of ``jax.jacrev``). As with every
+``custom_vjp`` function, forward mode (``jax.jvp``, ``jax.jacfwd``, ``jax.linearize``, and so ``jax.hessian``) is
+not available. The operators are linear, so no residuals are saved; under an eager ``jax.grad`` both passes see
+concrete arrays and run the kernels.
 
-Dtypes: DirectML's 11 element types (float16/32/64, int8/16/32/64,
-uint8/16/32/64). bfloat16, complex, bool, float8 and other types raise
-``opendml.UnsupportedError`` naming the dtype and the 11 types. 64-bit types
-need ``jax_enable_x64``, as everywhere in JAX.
+Dtypes: DirectML's 11 element types (float16/32/64, int8/16/32/64, uint8/16/32/64). bfloat16, complex, bool, float8
+and other types raise ``opendml.UnsupportedError`` naming the dtype and the 11 types. 64-bit types need
+``jax_enable_x64``, as everywhere in JAX.
 """
 from __future__ import annotations
 
@@ -126,10 +114,9 @@ __all__ = [*(n for n in _WINDOW if not hasattr(builtins, n)), "Unfold", "Fold", 
 
 
 class _Fixed:
-    """A frozen dataclass of an array function's arguments, all but the
-    array (lists and 1-D NumPy arrays kept as tuples, as a call snapshots
-    them); calling it with ``x`` calls the function its class is named after
-    as ``function(x, *fields)``."""
+    """A frozen dataclass of an array function's arguments but the array (lists and 1-D NumPy arrays kept as tuples,
+    as a call snapshots them); calling it with ``x`` calls ``function(x, *fields)``, the function its class is named
+    after."""
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -142,11 +129,10 @@ class _Fixed:
 
 @dataclasses.dataclass(frozen=True)
 class Unfold(_Fixed):
-    """UNFOLD with fixed arguments, shaped like ``torch.nn.Unfold`` but N-D with
-    asymmetric padding: ``Unfold((3, 3), start_padding=1, end_padding=1)(x)``
-    maps (N, C, *S) to (N, C * prod(window_sizes), BlockCount) through
-    ``opendml.jax.unfold``. Hashable (lists are kept as tuples), so it can be
-    a static argument of ``jax.jit``."""
+    """UNFOLD with fixed arguments, shaped like ``torch.nn.Unfold`` but N-D with asymmetric padding:
+    ``Unfold((3, 3), start_padding=1, end_padding=1)(x)`` maps (N, C, *S) to (N, C * prod(window_sizes), BlockCount)
+    through ``opendml.jax.unfold``. Hashable (lists are kept as tuples), so it can be a static argument of
+    ``jax.jit``."""
 
     window_sizes: Ints
     strides: Ints = 1
@@ -157,10 +143,9 @@ class Unfold(_Fixed):
 
 @dataclasses.dataclass(frozen=True)
 class Fold(_Fixed):
-    """FOLD with fixed arguments, shaped like ``torch.nn.Fold``:
-    ``Fold(output_sizes, window_sizes, ...)(x)`` maps (N, C * prod(window_sizes),
-    BlockCount) to (N, C, *output_sizes), summing overlapping windows,
-    through ``opendml.jax.fold``. Hashable, as ``Unfold``."""
+    """FOLD with fixed arguments, shaped like ``torch.nn.Fold``: ``Fold(output_sizes, window_sizes, ...)(x)`` maps
+    (N, C * prod(window_sizes), BlockCount) to (N, C, *output_sizes), summing overlapping windows, through
+    ``opendml.jax.fold``. Hashable, as ``Unfold``."""
 
     output_sizes: Ints
     window_sizes: Ints

@@ -6,8 +6,7 @@ description can be copied from C++ code:
      "OutputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 2, 2]},
      "InputWindowOffsets": [0, 0, 0, 1], ...}
 
-``OutputTensor`` (or just its ``Sizes``) may be left out; it is then derived.
-Errors name the JSON path of the offending field.
+``OutputTensor`` (or just its ``Sizes``) may be left out: it is derived. Errors name the offending field's JSON path.
 """
 from __future__ import annotations
 
@@ -36,8 +35,8 @@ class JsonFormError(ValidationError):
     """A JSON description is malformed: the message names the JSON path."""
 
 
-#: Containers may nest this deep (a description nests 3 levels; an 8-D
-#: "Input" 9); deeper JSON is refused before anything walks it recursively.
+#: Containers may nest this deep (a description nests 3 levels; an 8-D "Input" 9); deeper JSON is refused before
+#: anything walks it recursively.
 MAX_DEPTH = 32
 #: Python reads integers of at most this many digits (sys.int_info.default_max_str_digits).
 MAX_INT_DIGITS = 4300
@@ -56,8 +55,8 @@ _TOO_DEEP = f"$: the JSON nests arrays and objects more than {MAX_DEPTH} levels 
 
 
 def check_depth(obj, error=JsonFormError, too_deep: str = _TOO_DEEP) -> None:
-    """Refuse (``error(too_deep)``) JSON values nesting arrays and objects
-    more than ``MAX_DEPTH`` deep (walked without recursion)."""
+    """Refuse (``error(too_deep)``) JSON nesting arrays and objects more than ``MAX_DEPTH`` deep (walked without
+    recursion)."""
     stack = [(obj, 1)]
     while stack:
         value, depth = stack.pop()
@@ -105,12 +104,10 @@ def parse_object(text: str, what: str = "$: a description", error=JsonFormError,
 
 
 def array_from_json(value, data_type: DataType, path: str) -> np.ndarray:
-    """A JSON array of numbers (``Input``, ``ExpectedOutput``) as a NumPy array
-    of ``data_type``. It must be rectangular (every sub-array of a level the
-    same length), nest at most 8 levels, and hold numbers that survive the
-    conversion: integers (or integral numbers) within the type's range for an
-    integer type; for a float type any number whose magnitude does not
-    overflow it (NaN and Infinity, which Python's JSON reads, are kept)."""
+    """A JSON array of numbers (``Input``, ``ExpectedOutput``) as a NumPy array of ``data_type``. It must be
+    rectangular (every sub-array of a level the same length), nest at most 8 levels, and hold numbers that survive the
+    conversion: integers (or integral numbers) within an integer type's range; for a float type any number whose
+    magnitude does not overflow it (NaN and Infinity, which Python's JSON reads, are kept)."""
     dt = data_type.numpy_dtype
     if not isinstance(value, list):
         raise JsonFormError(f"{path}: must be an array of numbers; got {type_name(value)}")
@@ -171,12 +168,10 @@ def _index_path(path: str, flat: int, shape) -> str:
 
 
 def open_regular(path):
-    """``(file, None)``: ``path`` opened to read (binary), if it is a regular
-    file; else ``(None, kind)``, ``kind`` naming what it is ("a folder", "a
-    FIFO", "a device", "a socket" or "not a regular file"). Checked on the
-    open file, opened non-blocking: a FIFO without a writer cannot hold the
-    caller up. OSError (ValueError: a NUL in the path) where it cannot be
-    opened."""
+    """``(file, None)``: ``path`` opened to read (binary) if a regular file, else ``(None, kind)``, ``kind`` naming
+    what it is ("a folder", "a FIFO", "a device", "a socket" or "not a regular file"): checked on the file opened
+    non-blocking, so a FIFO without a writer cannot hold the caller up. OSError (ValueError: a NUL in the path) where
+    it cannot be opened."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
         mode = os.fstat(fd).st_mode
@@ -204,27 +199,24 @@ def open_checked(path, fail):
     return f
 
 
-#: The memory limit unless told otherwise (``max_bytes``, --max-bytes; 2 GiB): what
-#: ``opendml run`` may touch, what a DxDispatch model's resources may take.
+#: The default memory limit (``max_bytes``, --max-bytes; 2 GiB): what ``opendml run`` may touch, what a DxDispatch
+#: model's resources may take.
 DEFAULT_MAX_BYTES = 2 << 30
 
 
 def text_limit(max_bytes: int) -> int:
-    """The most bytes a JSON file (a description, a DxDispatch model) may hold
-    under a memory limit of ``max_bytes``: a sixteenth of it (parsed JSON takes
-    up to about 16 bytes of memory per byte of text: a list of numbers becomes
-    Python objects), at least 1 MiB."""
+    """The most bytes a JSON file (a description, a DxDispatch model) may hold under a memory limit of ``max_bytes``:
+    a sixteenth of it, at least 1 MiB (parsed JSON takes up to about 16 bytes per byte of text: a list of numbers
+    becomes Python objects)."""
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int):
         raise TypeError(f"max_bytes must be an int (bytes); got {type(max_bytes).__name__}")
     return max(max_bytes // 16, 1 << 20)
 
 
 def read_regular(path, limit: int, fail, encoding: str = "utf-8") -> str:
-    """The text of the regular file ``path`` (see ``open_regular``), of at
-    most ``limit`` bytes, decoded. Each refusal calls ``fail(reason,
-    detail)``, which raises: ``"open"`` (why it cannot be opened or read),
-    ``"kind"`` (what it is instead), ``"size"`` (the bytes it holds, a count
-    or "more than LIMIT"; checked before reading), ``"text"`` (not text in
+    """The regular file ``path``'s text (see ``open_regular``), at most ``limit`` bytes, decoded. A refusal calls
+    ``fail(reason, detail)``, which raises: ``"open"`` (why it cannot be opened or read), ``"kind"`` (what it is
+    instead), ``"size"`` (its bytes, a count or "more than LIMIT"; checked before reading), ``"text"`` (not text in
     ``encoding``)."""
     f = open_checked(path, fail)
     try:
@@ -248,10 +240,9 @@ class NpyError(ValueError):
 
 
 def npy_header(f, versions=((1, 0), (2, 0))):
-    """``(shape, fortran order, dtype)`` of the .npy file ``f`` (read from its
-    start; ``versions``: the format versions taken), or an ``NpyError``
-    saying why not: no NumPy magic (an empty file, a .npz archive), another
-    format version, a header cut short or malformed."""
+    """``(shape, fortran order, dtype)`` of the .npy file ``f``, read from its start (``versions``: the format
+    versions taken), or an ``NpyError`` saying why not: no NumPy magic (an empty file, a .npz archive), another
+    version, a header cut short or malformed."""
     fmt = np.lib.format
     try:
         head = f.read(len(fmt.MAGIC_PREFIX))
@@ -277,11 +268,9 @@ def npy_header(f, versions=((1, 0), (2, 0))):
 
 
 def default_input(t: TensorDesc, start: int) -> np.ndarray:
-    """The pages' example input for tensor ``t``: ``start, start + 1, ...`` in
-    row-major order, in ``t``'s type (wrapping as C does). Dimensions of
-    stride 0 hold one element in memory, so they are counted once and the
-    values repeated along them (a read-only broadcast view of ``t``'s shape
-    over the distinct elements only)."""
+    """The pages' example input for tensor ``t``: ``start, start + 1, ...`` in row-major order, in ``t``'s type
+    (wrapping as C does). Dimensions of stride 0 hold one element in memory, so they count once and the values repeat
+    along them (a read-only broadcast view of ``t``'s shape over the distinct elements)."""
     distinct = tuple(1 if s == 0 else n for n, s in zip(t.sizes, t.element_strides))
     with np.errstate(over="ignore"):
         x = np.arange(start, start + math.prod(distinct), dtype=np.int64).astype(t.data_type.numpy_dtype)
@@ -297,10 +286,9 @@ def _int_list(obj, key, path):
 
 
 def json_arrays(obj: dict, key: str, desc, side: str, error=JsonFormError) -> list[np.ndarray] | None:
-    """``obj``'s ``key + "s"`` (a list, one array per ``side`` tensor) or
-    ``key`` (the one ``side`` tensor's array), each checked against its
-    tensor's sizes and type (``Input``/``Inputs``, ``ExpectedOutput``/
-    ``ExpectedOutputs``); None where ``obj`` has neither (both: an error)."""
+    """``obj``'s ``key + "s"`` (a list, one array per ``side`` tensor) or ``key`` (the one ``side`` tensor's array),
+    each checked against its tensor's sizes and type (``Input``/``Inputs``, ``ExpectedOutput``/``ExpectedOutputs``);
+    None where ``obj`` has neither (both: an error)."""
     named = desc.named_tensors(side)
     if key in obj and key + "s" in obj:
         raise error(f"$: \"{key}\" and \"{key}s\" are both given (one array, or a list of one per tensor); "
@@ -383,12 +371,10 @@ def tensor_from_json(obj, path: str, *, default_type=None, sizes=None) -> Tensor
 
 
 def from_json(obj) -> OperatorDesc:
-    """Build an operator description from a parsed JSON object (or JSON text)
-    in DirectML's field names, generically over what the operator declares
-    (``SLOTS``, ``FIELDS``, ``COUNTS``): a ``many`` slot is a JSON array of
-    tensors; an enum is a member's name; a scalar union is a number typed by
-    its sibling type field; a struct is an object of its members. An output
-    whose sizes can be derived may be left out, or given without ``Sizes``.
+    """An operator description from a parsed JSON object (or JSON text) in DirectML's field names, read generically from
+    what the operator declares (``SLOTS``, ``FIELDS``, ``COUNTS``): a ``many`` slot is a JSON array of tensors, an enum
+    a member's name, a scalar union a number typed by its sibling type field, a struct an object of its members. An
+    output whose sizes can be derived may be left out, or given without ``Sizes``.
 
     Raises
     ------

@@ -1,22 +1,16 @@
 """What the backends execute, in elements, already validated.
 
-Every operator lowers to one plan type, the move program ``MovePlan``: its
-input and output types and passes, each from an input slot (``src``) to an
-output slot (``dst``), run in order. The pass kinds (each class says what it
-computes): ``Copy`` (strided, with optional per-axis index maps ``AxisMap``,
-conversion and scale/bias), ``Fill``, ``Gather``/``Scatter`` (positions along
-some dimensions read from index tensors: ``IndexAxis``), and the tuned passes
-of UNFOLD, FOLD and SLICE_GRAD (``Windows``, ``WindowSums``,
-``SliceScatter``), each carrying its kernel's parameter block
-(``UnfoldPlan``, ``FoldPlan``, ``ScatterPlan``), as a plain ``Copy`` carries
-``CopyPlan``'s (``MovePlan.kernel_plan``).
+Every operator lowers to one plan type, the move program ``MovePlan``: input and output types and passes, each from an
+input slot (``src``) to an output slot (``dst``), run in order. The pass kinds (each class says what it computes):
+``Copy`` (strided, with optional per-axis index maps ``AxisMap``, conversion and scale/bias), ``Fill``,
+``Gather``/``Scatter`` (positions along some dimensions read from index tensors: ``IndexAxis``), and the tuned passes of
+UNFOLD, FOLD and SLICE_GRAD (``Windows``, ``WindowSums``, ``SliceScatter``), each carrying its kernel's parameter block
+(``UnfoldPlan``, ``FoldPlan``, ``ScatterPlan``), as a plain ``Copy`` carries ``CopyPlan``'s (``MovePlan.kernel_plan``).
 
-Offsets are relative to element 0 of the bound range of the slot;
-``MovePlan.in_spans``/``out_spans`` say which elements the program touches,
-so a backend checks once that it stays inside what was bound. ``CopyPlan``
-and ``ScatterPlan`` are canonicalised here for every backend (size-1
-dimensions dropped, ordered by output stride, neighbours that walk memory as
-one merged).
+Offsets are relative to element 0 of the slot's bound range; ``MovePlan.in_spans``/``out_spans`` say which elements the
+program touches, so a backend checks once that it stays inside what was bound. ``CopyPlan`` and ``ScatterPlan`` are
+canonicalised here for every backend (size-1 dimensions dropped, ordered by output stride, neighbours that walk memory
+as one merged).
 """
 from __future__ import annotations
 
@@ -32,9 +26,8 @@ class _Sized:
 
 
 def _spans(in_sizes, out_sizes):
-    """A kernel plan's ``in_span`` and ``out_span`` properties: the lowest and
-    highest element index it reads and writes, its index spaces
-    ``in_sizes(plan)`` and ``out_sizes(plan)``."""
+    """A kernel plan's ``in_span`` and ``out_span`` properties (lowest and highest element index read and written) over
+    its index spaces ``in_sizes(plan)`` and ``out_sizes(plan)``."""
     return (property(lambda p: _span(p.in_offset, in_sizes(p), p.in_strides)),
             property(lambda p: _span(p.out_offset, out_sizes(p), p.out_strides)))
 
@@ -52,9 +45,8 @@ class CopyPlan(_Sized):
     in_span, out_span = _spans(lambda p: p.sizes, lambda p: p.sizes)
 
     def canonical(self) -> "CopyPlan":
-        """Drop size-1 dimensions, order by output stride (largest first) so the
-        innermost dimension is the one written most densely, and merge neighbours.
-        Computed once per plan."""
+        """Drop size-1 dimensions, order by output stride (largest first: the innermost is written most densely), and
+        merge neighbours. Computed once per plan."""
         done = self.__dict__.get("_canonical")
         if done is not None:
             return done
@@ -63,10 +55,8 @@ class CopyPlan(_Sized):
         return done
 
     def _canonical_form(self, ordered: bool = False) -> "CopyPlan":
-        # One pass where the dimensions already come by output stride, then
-        # |input stride|, largest first (a packed output's order; ``ordered``:
-        # ``_sorted_form`` put them so): drop size 1, merge neighbours.
-        # Otherwise sort them first (``_sorted_form``) and merge.
+        # One pass where the dimensions already come by output stride, then |input stride|, largest first (a packed
+        # output's order; ``ordered``: ``_sorted_form`` put them so); otherwise ``_sorted_form`` sorts them first.
         sizes, ins, outs = [], [], []
         po = pa = None
         for s, i, o in zip(self.sizes, self.in_strides, self.out_strides):
@@ -96,8 +86,7 @@ class CopyPlan(_Sized):
 
 
 class _WindowGrid:
-    """UNFOLD's and FOLD's plans: the 3-D side's ``rows`` (a channel's
-    window elements, ``C x prod(window)``) and ``columns`` (the blocks)."""
+    """UNFOLD's and FOLD's plans: the 3-D side's ``rows`` (``C x prod(window)``) and ``columns`` (the blocks)."""
 
     @property
     def rows(self) -> int:
@@ -139,12 +128,10 @@ class UnfoldPlan(_WindowGrid):
 @stored_init
 @dataclasses.dataclass(frozen=True)
 class FoldPlan(_WindowGrid):
-    """FOLD (col2im), computed as a gather: ``out[n, c, p] = +0``, then ``+=
-    in[n, c*K + k, b]`` for every window element k, in increasing row-major
-    order, whose block b satisfies ``b*stride + k*dilation - start_padding == p``
-    in every spatial dimension. float16 sums in float32 and rounds once;
-    integers wrap (two's complement); float32/float64 sum in their own type.
-    ``sum_kind`` is ``SUM_INTEGER`` or ``SUM_FLOAT`` (see runtime/params.h)."""
+    """FOLD (col2im) as a gather: ``out[n, c, p] = +0``, then ``+= in[n, c*K + k, b]`` for every window element k, in
+    increasing row-major order, whose block b satisfies ``b*stride + k*dilation - start_padding == p`` in every spatial
+    dimension. float16 sums in float32 and rounds once; integers wrap (two's complement); float32/float64 sum in their
+    own type. ``sum_kind`` is ``SUM_INTEGER`` or ``SUM_FLOAT`` (see runtime/params.h)."""
 
     element_size: int
     sum_kind: int
@@ -171,9 +158,8 @@ class FoldPlan(_WindowGrid):
 @stored_init
 @dataclasses.dataclass(frozen=True)
 class ScatterPlan(_Sized):
-    """SLICE_GRAD: ``out[p] = in[i]`` where ``p == first + i*step`` (every
-    dimension, ``0 <= i < taken``), else 0; each output element is written once.
-    Input strides are signed (a SLICE1 window walked backwards)."""
+    """SLICE_GRAD: ``out[p] = in[i]`` where ``p == first + i*step`` (every dimension, ``0 <= i < taken``), else 0,
+    each output element written once. Input strides are signed (a SLICE1 window walked backwards)."""
 
     element_size: int
     sizes: tuple[int, ...]            # output sizes
@@ -189,11 +175,9 @@ class ScatterPlan(_Sized):
     in_span, out_span = _spans(lambda p: p.taken, lambda p: p.sizes)
 
     def canonical(self, cpu: bool = False) -> "ScatterPlan":
-        """Size-1 dimensions that take one element dropped, a stable order by
-        output stride (largest first), and a fully covered dimension with step
-        1 merged into the one outside it where that one has step 1 (or, for
-        the CPU kernels, ``cpu``, takes one element) and both walk memory as
-        one (``odml_scatter_canonical`` in C)."""
+        """Size-1 dimensions taking one element dropped, a stable order by output stride (largest first), and a fully
+        covered step-1 dimension merged into the one outside it where that one has step 1 (for the CPU kernels,
+        ``cpu``: or takes one element) and both walk memory as one (``odml_scatter_canonical`` in C)."""
         dims = sorted((d for d in zip(self.sizes, self.out_strides, self.first, self.step, self.taken,
                                       self.in_strides) if d[0] != 1 or d[4] != 1), key=lambda d: d[1], reverse=True)
         merged: list = []
@@ -208,19 +192,17 @@ class ScatterPlan(_Sized):
         return ScatterPlan(self.element_size, n, self.out_offset, o, f, s, t, self.in_offset, i)
 
 
-#: ``AxisMap.mode`` values: how a destination coordinate outside the source
-#: reads it (PADDING's modes; CONSTANT is a ``Fill`` pass, not a map).
+#: ``AxisMap.mode`` values: how a destination coordinate outside the source reads it (PADDING's modes; CONSTANT is a
+#: ``Fill`` pass, not a map).
 MAP_CLAMP, MAP_REFLECT, MAP_SYMMETRIC, MAP_WRAP = 1, 2, 3, 4
 
 
 @dataclasses.dataclass(frozen=True)
 class AxisMap:
-    """The source coordinate along one axis of a ``Copy`` as a function of the
-    destination coordinate d: ``i = d - shift``, then, where i falls outside
-    ``[0, size)``, ``MAP_CLAMP`` takes the nearest edge, ``MAP_REFLECT``
-    mirrors about the edges without repeating them (period ``2*(size-1)``; a
-    size of 1 always reads 0), ``MAP_SYMMETRIC`` mirrors repeating them
-    (period ``2*size``), ``MAP_WRAP`` wraps (period ``size``)."""
+    """The source coordinate along one axis of a ``Copy`` from the destination coordinate d: ``i = d - shift``, then,
+    where i falls outside ``[0, size)``, ``MAP_CLAMP`` takes the nearest edge, ``MAP_REFLECT`` mirrors about the edges
+    without repeating them (period ``2*(size-1)``; a size of 1 always reads 0), ``MAP_SYMMETRIC`` mirrors repeating
+    them (period ``2*size``), ``MAP_WRAP`` wraps (period ``size``)."""
     mode: int
     shift: int
     size: int
@@ -244,9 +226,8 @@ class AxisMap:
 
 @dataclasses.dataclass(frozen=True)
 class _Walk(_Sized):
-    """The fields the passes but ``Fill`` start with: ``sizes`` walked from
-    the offsets by the strides (in elements: the source's signed, the
-    destination's non-negative), from input ``src`` to output ``dst``."""
+    """The fields every pass but ``Fill`` starts with: ``sizes`` walked from the offsets by the strides (elements: the
+    source's signed, the destination's non-negative), from input ``src`` to output ``dst``."""
     src: int
     dst: int
     sizes: tuple[int, ...]
@@ -265,11 +246,9 @@ class _Walk(_Sized):
 @stored_init
 @dataclasses.dataclass(frozen=True)
 class Copy(_Walk):
-    """``dst[do + sum(d*ds)] = f(src[so + sum(m(d)*ss)])`` over ``sizes``, where
-    ``m`` is the axis's ``AxisMap`` (or the identity where ``maps`` is None or
-    has None) and ``f`` converts ``src_type`` to ``dst_type`` (DataType
-    values), applying ``x * scale + bias`` first where ``scale_bias`` is set
-    (float types: float16 and float32 compute in float32, float64 in
+    """``dst[do + sum(d*ds)] = f(src[so + sum(m(d)*ss)])`` over ``sizes``: ``m`` the axis's ``AxisMap`` (the identity
+    where ``maps`` is or has None), ``f`` converting ``src_type`` to ``dst_type`` (DataType values), applying ``x *
+    scale + bias`` first where ``scale_bias`` is set (float types: float16 and float32 compute in float32, float64 in
     float64). ``src``/``dst`` index the plan's inputs and outputs."""
     maps: tuple[AxisMap | None, ...] | None = None
     scale_bias: tuple[float, float] | None = None
@@ -283,8 +262,7 @@ class Copy(_Walk):
 @stored_init
 @dataclasses.dataclass(frozen=True)
 class Fill(_Sized):
-    """``dst[do + sum(d*ds)] = value`` over ``sizes`` (``value`` a Python int or
-    float of the destination's type)."""
+    """``dst[do + sum(d*ds)] = value`` over ``sizes`` (a Python int or float of the destination's type)."""
     dst: int
     sizes: tuple[int, ...]
     dst_offset: int
@@ -295,34 +273,28 @@ class Fill(_Sized):
         return _span(self.dst_offset, self.sizes, self.dst_strides)
 
 
-#: ``IndexAxis.mode``: the index value is the coordinate (``INDEX_POSITION``),
-#: or a length L along the pass's axis ``axis`` whose first L coordinates are
-#: read reversed (``INDEX_REVERSE_LENGTH``: REVERSE_SUBSEQUENCES).
+#: ``IndexAxis.mode``: the index value is the coordinate (``INDEX_POSITION``), or a length L along the pass's axis
+#: ``axis`` whose first L coordinates are read reversed (``INDEX_REVERSE_LENGTH``: REVERSE_SUBSEQUENCES).
 INDEX_POSITION, INDEX_REVERSE_LENGTH = 0, 1
-#: ``IndexAxis.out_of_range``: a coordinate outside ``[0, bound)`` is clamped
-#: to the nearest edge (``INDEX_CLAMP``), or the element is not written at
-#: all (``INDEX_SKIP``: ONE_HOT's all-off rows).
+#: ``IndexAxis.out_of_range``: a coordinate outside ``[0, bound)`` is clamped to the nearest edge (``INDEX_CLAMP``), or
+#: the element is not written (``INDEX_SKIP``: ONE_HOT's all-off rows).
 INDEX_CLAMP, INDEX_SKIP = 0, 1
 
 
 @dataclasses.dataclass(frozen=True)
 class IndexAxis:
-    """One data coordinate taken from an index tensor. For each position d of
-    the pass's index space, the value ``v = indices[index_offset +
-    sum(d*index_strides)]`` (input slot ``index``, an INT32/INT64/UINT32/UINT64
-    tensor; the plan's ``in_types`` say which) gives a coordinate c in
-    ``[0, bound)``, and the data offset moves by ``c * stride``:
+    """One data coordinate read from an index tensor: at each position d of the pass's index space, ``v =
+    indices[index_offset + sum(d*index_strides)]`` (input slot ``index``, INT32/INT64/UINT32/UINT64 as the plan's
+    ``in_types`` say) gives a coordinate c in ``[0, bound)``, moving the data offset by ``c * stride``:
 
-    * ``INDEX_POSITION``: c = v; with a signed index type a negative v counts
-      from the end (``v + bound``). Outside ``[0, bound)`` after that:
-      ``INDEX_CLAMP`` clamps to ``[0, bound - 1]``, ``INDEX_SKIP`` drops the
-      element (a ``Gather`` never skips).
-    * ``INDEX_REVERSE_LENGTH``: L = min(v, bound) (lengths are unsigned); with
-      e the pass coordinate along ``axis``, c = L - 1 - e where e < L, else e.
+    * ``INDEX_POSITION``: c = v, a negative v of a signed type counting from the end (``v + bound``); still outside
+      ``[0, bound)``: ``INDEX_CLAMP`` clamps to ``[0, bound - 1]``, ``INDEX_SKIP`` drops the element (a ``Gather`` never
+      skips).
+    * ``INDEX_REVERSE_LENGTH``: L = min(v, bound) (lengths are unsigned); with e the pass coordinate along ``axis``, c =
+      L - 1 - e where e < L, else e.
 
-    Values are compared exactly whatever their type (no wrap-around of huge
-    unsigned values), so no index value can move an access outside
-    ``[0, bound)``."""
+    Values compare exactly whatever their type (huge unsigned values do not wrap), so no index value moves an access
+    outside ``[0, bound)``."""
     index: int
     index_offset: int
     index_strides: tuple[int, ...]     # signed, elements, one per pass dimension
@@ -350,14 +322,11 @@ class _IndexedPass(_Walk):
 
 @dataclasses.dataclass(frozen=True)
 class Gather(_IndexedPass):
-    """``dst[do + sum(d*ds)] = src[so + sum(d*ss) + sum_k c_k(d) * stride_k]``
-    over ``sizes``, each c_k an ``IndexAxis`` of ``indices`` (``src_strides``
-    is 0 along the dimensions an index stands for). Same source and
-    destination type."""
-    #: Where set, a position whose source element a later position (in
-    #: row-major order of ``sizes``) also reads gets 0 instead: the adjoint
-    #: of a last-write-wins scatter for its updates (a repeated index's
-    #: overwritten updates get no gradient).
+    """``dst[do + sum(d*ds)] = src[so + sum(d*ss) + sum_k c_k(d) * stride_k]`` over ``sizes``, each c_k an
+    ``IndexAxis`` of ``indices`` (``src_strides`` 0 along the dimensions an index stands for); one type in and out."""
+    #: Where set, a position whose source element a later position (row-major order of ``sizes``) also reads gets 0:
+    #: the adjoint of a last-write-wins scatter for its updates (a repeated index's overwritten updates get no
+    #: gradient).
     last_only: bool = False
 
     def src_span(self) -> tuple[int, int]:
@@ -366,16 +335,12 @@ class Gather(_IndexedPass):
 
 @dataclasses.dataclass(frozen=True)
 class Scatter(_IndexedPass):
-    """``dst[do + sum(d*ds) + sum_k c_k(d) * stride_k] = src[so + sum(d*ss)]``
-    over ``sizes`` (the source's index space), each c_k an ``IndexAxis``;
-    where an ``INDEX_SKIP`` coordinate is out of range nothing is written for
-    d. Where several d reach one destination element the last in row-major
-    order of ``sizes`` wins (``accumulate`` False), or every one is added in
-    that order, in the element type (``accumulate`` True: integers wrap). The
-    destination's other elements keep what earlier passes wrote. With
-    ``value`` set, that constant (of the destination's type) is written
-    instead of the source, which is then not read: a gradient's zeroed
-    positions."""
+    """``dst[do + sum(d*ds) + sum_k c_k(d) * stride_k] = src[so + sum(d*ss)]`` over ``sizes`` (the source's index
+    space), each c_k an ``IndexAxis``; where an ``INDEX_SKIP`` coordinate is out of range nothing is written for d.
+    Where several d reach one destination element the last in row-major order of ``sizes`` wins (``accumulate``
+    False), or every one is added in that order, in the element type (``accumulate`` True: integers wrap). The
+    destination's other elements keep what earlier passes wrote. With ``value`` set, that constant (of the
+    destination's type) is written instead of the source, which is not read: a gradient's zeroed positions."""
     accumulate: bool = False
     value: int | float | None = None
 
@@ -385,9 +350,8 @@ class Scatter(_IndexedPass):
 
 @dataclasses.dataclass(frozen=True)
 class _TunedPass:
-    """A tuned pass of the move program: its parameter block ``plan``
-    (offsets relative to the slots' bound ranges) from input slot ``src`` to
-    output slot ``dst``."""
+    """A tuned pass: its parameter block ``plan`` (offsets relative to the slots' bound ranges) from input slot ``src``
+    to output slot ``dst``."""
     src: int
     dst: int
     plan: object
@@ -433,37 +397,29 @@ READING_PASSES = (Copy, Gather, Scatter, Windows, WindowSums, SliceScatter)
 @stored_init
 @dataclasses.dataclass(frozen=True)
 class MovePlan:
-    """The move program: ``in_types``/``out_types`` (DataType values of each
-    input and output) and the passes, run in order; every output element is
-    written by some pass (the lowerings guarantee it, the tests check it).
-    Offsets of each pass are relative to element 0 of the bound range of its
-    slot."""
+    """The move program: ``in_types``/``out_types`` (DataType values of each input and output) and the passes, run in
+    order; every output element is written by some pass (the lowerings guarantee it, the tests check it)."""
     in_types: tuple[int, ...]
     out_types: tuple[int, ...]
     passes: tuple
-    #: ``(mode, fill value or None, start, end)`` where the program is exactly
-    #: PADDING/PADDING1's (``ops._move.pad_passes``: the interior copy, then
-    #: per axis its start and end slabs; mode 0 CONSTANT), for backends that
-    #: run it as one pass over the output. Set only by ``padded``: a plan
-    #: made otherwise (``dataclasses.replace`` of a padded one included) has
-    #: None and runs pass by pass.
+    #: ``(mode, fill value or None, start, end)`` where the program is exactly PADDING/PADDING1's (``ops._move.
+    #: pad_passes``: the interior copy, then per axis its start and end slabs; mode 0 CONSTANT), for backends that run
+    #: it as one pass over the output. Set only by ``padded``: a plan made otherwise (``dataclasses.replace`` of a
+    #: padded one included) has None and runs pass by pass.
     pad: tuple | None = dataclasses.field(default=None, init=False, compare=False, repr=False)
 
     @classmethod
     def padded(cls, in_types, out_types, passes, pad) -> "MovePlan":
-        """A plan whose ``passes`` are exactly the padding program ``pad``
-        names (its lowering's word: nothing here checks it)."""
+        """A plan whose ``passes`` are exactly the padding program ``pad`` names (unchecked: its lowering's word)."""
         plan = cls(tuple(in_types), tuple(out_types), tuple(passes))
         object.__setattr__(plan, "pad", (int(pad[0]), pad[1], tuple(pad[2]), tuple(pad[3])))
         return plan
 
     @classmethod
     def of(cls, kernel_plan) -> "MovePlan":
-        """The one-pass program of a tuned pass's parameter block (a
-        ``CopyPlan``, ``UnfoldPlan``, ``FoldPlan`` or ``ScatterPlan``), its
-        slots typed as unsigned words of the block's element size: the
-        inverse of ``kernel_plan``. Made once per block (backends key their
-        launches by the program's identity)."""
+        """The one-pass program of a tuned pass's parameter block (``CopyPlan``, ``UnfoldPlan``, ``FoldPlan`` or
+        ``ScatterPlan``), its slots typed as unsigned words of the block's element size: the inverse of
+        ``kernel_plan``. Made once per block (backends key their launches by the program's identity)."""
         done = kernel_plan.__dict__.get("_program")
         if done is None:
             t = _WORDS[kernel_plan.element_size]
@@ -476,11 +432,9 @@ class MovePlan:
         return done
 
     def kernel_plan(self):
-        """The tuned kernel's parameter block where the program is one tuned
-        pass: a plain ``Copy`` (no maps, no conversion, no scale/bias: SLICE's
-        and SLICE1's form) as a ``CopyPlan``, a ``Windows``, ``WindowSums`` or
-        ``SliceScatter`` pass as its ``plan``; else None. Computed once per
-        plan (backends key launches by the block's identity)."""
+        """The tuned kernel's parameter block where the program is one tuned pass: a plain ``Copy`` (no maps, conversion
+        or scale/bias: SLICE's and SLICE1's form) as a ``CopyPlan``, a ``Windows``, ``WindowSums`` or ``SliceScatter``
+        pass as its ``plan``; else None. Computed once per plan (backends key launches by the block's identity)."""
         d = self.__dict__
         done = d.get("_kernel_plan", self)
         if done is self:
@@ -530,7 +484,7 @@ def _span(offset: int, sizes, strides) -> tuple[int, int]:
     return lo, hi
 
 
-#: The tuned passes by their parameter block's class (``MovePlan.of``), and
-#: the unsigned word type (a DataType value) of each element size.
+#: The tuned passes by their parameter block's class (``MovePlan.of``), and the unsigned word type (a DataType value)
+#: of each element size.
 _TUNED = {CopyPlan: Copy, UnfoldPlan: Windows, FoldPlan: WindowSums, ScatterPlan: SliceScatter}
 _WORDS = {1: 5, 2: 4, 4: 3, 8: 10}     # UINT8, UINT16, UINT32, UINT64

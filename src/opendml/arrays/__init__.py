@@ -1,19 +1,14 @@
-"""The array API: opendml's operators on NumPy, CuPy, PyTorch, JAX and Dask
-arrays, returning new packed arrays of the same framework on the same device.
+"""The array API: opendml's operators on NumPy, CuPy, PyTorch, JAX and Dask arrays, returning new packed arrays of
+the same framework on the same device.
 
-The layout (lowest first): ``_dispatch`` (which framework an array belongs
-to, and the namespace through which the adapters call the API again, so none
-imports it back) and ``_contract`` (the checks and messages every function
-shares); ``planner`` (the first five's plans and plan cache, and the move
-program's Python cache); ``numpy_adapter``;
-``engine`` (the one ``Call`` type, NumPy's move route and the adjoints: what
-the other adapters and the front share); the other adapters (``cupy_adapter``
-with ``cuda``, the CUDA move launch PyTorch shares, ``jax_adapter``,
-``dask_adapter``, and the PyTorch wing ``torch``: ``adapter``, ``library``,
-``node``, ``inductor``, ``dtypes``); ``index_ops`` (the index functions'
-route); then the front, ``front`` (every operator's
-function, generated from its module's binding). This package re-exports
-their public functions.
+The layout (lowest first): ``_dispatch`` (which framework an array belongs to, and the namespace through which the
+adapters call the API again, so none imports it back) and ``_contract`` (the checks and messages every function
+shares); ``planner`` (the first five's plans and plan cache, and the move program's Python cache);
+``numpy_adapter``; ``engine`` (the one ``Call`` type, NumPy's move route and the adjoints: what the other adapters
+and the front share); the other adapters (``cupy_adapter`` with ``cuda``, the CUDA move launch PyTorch shares,
+``jax_adapter``, ``dask_adapter``, and the PyTorch wing ``torch``: ``adapter``, ``library``, ``node``,
+``inductor``, ``dtypes``); ``index_ops`` (the index functions' route); then ``front`` (every operator's function,
+generated from its module's binding). This package re-exports their public functions.
 """
 from . import front
 from .front import adapter_for, cpu_output_cache, per_axis, plan_cache_info  # noqa: F401

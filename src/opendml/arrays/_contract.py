@@ -1,25 +1,20 @@
-"""The array API's contract, in one place: what every array function checks
-before any framework's route runs, and the one message each fault gets,
-whatever the operator and whatever the framework:
+"""The array API's contract, in one place: what every array function checks before any framework's route runs, and
+the one message each fault gets, whatever the operator and the framework:
 
-* not an array (``not_an_array``), or JOIN's ``arrays`` not a non-empty
-  sequence of arrays (``array_sequence``): ``ValidationError``;
-* a dtype the operator does not take (none of DirectML's, or missing from
-  the operator's support table at the newest feature level):
-  ``UnsupportedError`` listing the table's types, for an array
-  (``check_inputs``; the index operators' further arrays, ``Binding.others``,
-  against their own tensor's types: ``check_others``) or a dtype argument
-  (``dtype_argument``);
-* a rank the table lacks, a dimension of size 0, more than UINT32 elements
-  (a broadcast view) or unknown Dask chunk sizes: ``ValidationError``;
-* a bad axis (``axis``), or a bad field: the description's own rule, or
-  ``field_error``/``sizes_of`` where the function reads an argument itself,
-  named as the descriptions name it (``<OPERATOR>: <field> must ...; got``).
+* not an array (``not_an_array``), or JOIN's ``arrays`` not a non-empty sequence of arrays (``array_sequence``):
+  ``ValidationError``;
+* a dtype the operator does not take (none of DirectML's, or missing from the operator's support table at the newest
+  feature level): ``UnsupportedError`` listing the table's types, for an array (``check_inputs``; the index
+  operators' further arrays, ``Binding.others``, against their own tensor's types: ``check_others``) or a dtype
+  argument (``dtype_argument``);
+* a rank the table lacks, a dimension of size 0, more than UINT32 elements (a broadcast view) or unknown Dask chunk
+  sizes: ``ValidationError``;
+* a bad axis (``axis``), or a bad field: the description's own rule, or ``field_error``/``sizes_of`` where the
+  function reads an argument itself, named as the descriptions name it (``<OPERATOR>: <field> must ...; got``).
 
-Which operator a function builds is what the operator classes declare
-(``BINDING``): ``OPERATOR_OF`` is read from ``opendml.ops.OPERATORS``.
-``data_type`` is the one conversion of a dtype spelling (NumPy, PyTorch,
-JAX/ml_dtypes, ``DataType`` or a name) to a ``DataType``.
+The operator classes declare which operator a function builds (``BINDING``): ``OPERATOR_OF`` is read from
+``opendml.ops.OPERATORS``. ``data_type`` is the one conversion of a dtype spelling (NumPy, PyTorch, JAX/ml_dtypes,
+``DataType`` or a name) to a ``DataType``.
 """
 from __future__ import annotations
 
@@ -93,10 +88,9 @@ def not_an_array(x, function: str, argument: str = "x") -> ValidationError:
 
 
 def array_sequence(arrays, function: str) -> tuple:
-    """``arrays`` (a list or tuple of arrays, or another iterable that is not
-    itself an array) read once as a tuple; a lone array of any framework (it
-    would be taken as the list of its slices), a string, a mapping, a set,
-    an empty sequence or a non-iterable is refused."""
+    """``arrays`` (a list or tuple of arrays, or another iterable that is not itself an array) read once as a tuple;
+    a lone array of any framework (it would be taken as the list of its slices), a string, a mapping, a set, an
+    empty sequence or a non-iterable is refused."""
     if type(arrays) is list or type(arrays) is tuple:
         items = tuple(arrays)
     elif (framework_of(arrays) is not None or isinstance(arrays, (str, bytes, dict, set, frozenset))
@@ -119,11 +113,9 @@ def array_sequence(arrays, function: str) -> tuple:
 # -- dtypes ----------------------------------------------------------------------------------------
 
 def data_type(spelling):
-    """The ``DataType`` of a dtype spelling: a ``DataType`` or its name
-    (``"FLOAT32"``, ``"DML_TENSOR_DATA_TYPE_FLOAT32"``), anything
-    ``numpy.dtype`` takes (JAX's dtypes included), a PyTorch dtype. None for
-    a dtype with no DirectML type (bool, bfloat16...); ``TypeError`` for no
-    dtype at all."""
+    """The ``DataType`` of a dtype spelling: a ``DataType`` or its name (``"FLOAT32"``,
+    ``"DML_TENSOR_DATA_TYPE_FLOAT32"``), anything ``numpy.dtype`` takes (JAX's dtypes included), a PyTorch dtype.
+    None for a dtype with no DirectML type (bool, bfloat16...); ``TypeError`` for no dtype at all."""
     try:
         return _data_type(spelling)
     except TypeError:                     # not hashable: read uncached (no dtype: the same TypeError again)
@@ -163,8 +155,8 @@ def supported_row(cls):
 
 
 def _dtype_text(dtype) -> str:
-    """A dtype as its framework writes it (``bool``, ``torch.bfloat16``,
-    ``DataType.INT4``; a NumPy scalar type as its dtype's name)."""
+    """A dtype as its framework writes it (``bool``, ``torch.bfloat16``, ``DataType.INT4``; a NumPy scalar type: its
+    dtype's name)."""
     if isinstance(dtype, DataType):
         return f"DataType.{dtype.name}"
     if isinstance(dtype, str):
@@ -188,8 +180,7 @@ def possessive(argument: str) -> str:
 
 
 def dtype_error(function: str, what: str, dtype, cls, slot: str | None = None) -> UnsupportedError:
-    """``slot``: the DirectML tensor whose types to name (an index tensor's
-    own); None for the data types."""
+    """``slot``: the DirectML tensor whose types to name (an index tensor's own); None for the data types."""
     row = supported_row(cls)
     types = row.types if slot is None else row.types_of(slot)
     return UnsupportedError(f"{function}: {what} {_dtype_text(dtype)} is not supported by {cls.OPERATOR} at feature "
@@ -197,8 +188,8 @@ def dtype_error(function: str, what: str, dtype, cls, slot: str | None = None) -
 
 
 def dtype_argument(dtype, function: str):
-    """A dtype argument as the ``DataType`` the operator's support table lists
-    (``UnsupportedError`` naming them; ``ValidationError`` for no dtype)."""
+    """A dtype argument as the ``DataType`` the operator's support table lists (``UnsupportedError`` naming them;
+    ``ValidationError`` for no dtype)."""
     cls = OPERATOR_OF[function]
     # its int value (NumPy's ints as Python's): how torch.compile passes a member
     if (member := enum_member(DataType, int(dtype) if isinstance(dtype, np.integer) else dtype)) is not None:
@@ -229,12 +220,11 @@ BINDING: dict = _Bound(lambda cls, b: b)
 
 
 def check_input(function: str, x, argument: str | None = None, slot: str | None = None) -> None:
-    """``x``'s dtype and rank against the support table of the operator
-    ``function`` builds, at the newest feature level: ``UnsupportedError``
-    for a dtype it does not take, ``ValidationError`` for a rank or sizes
-    outside DirectML's (``_sizes_off``; an array of any framework: ``dtype``,
-    ``ndim`` (else ``len(shape)``) and ``size`` (else ``shape``) are all that is read). ``slot``: the
-    DirectML tensor of one of the further arrays (``check_others``), checked against its types, not ranks."""
+    """``x``'s dtype and rank against the support table of the operator ``function`` builds, at the newest feature
+    level: ``UnsupportedError`` for a dtype it does not take, ``ValidationError`` for a rank or sizes outside
+    DirectML's (``_sizes_off``; of an array of any framework only ``dtype``, ``ndim`` (else ``len(shape)``) and
+    ``size`` (else ``shape``) are read). ``slot``: the DirectML tensor of one of the further arrays
+    (``check_others``), checked against its types, not ranks."""
     try:
         key = (function, x.dtype, rank_of(x)) if slot is None else ("others", function, argument, x.dtype)
         if key in _PASSED and not _sizes_off(x):
@@ -247,8 +237,7 @@ def check_input(function: str, x, argument: str | None = None, slot: str | None 
 
 
 def check_inputs(function: str, arrays) -> None:
-    """``check_input`` for each array; entries of a sequence argument
-    (JOIN's ``arrays``) are named ``arrays[i]``."""
+    """``check_input`` for each array; entries of a sequence argument (JOIN's ``arrays``) are named ``arrays[i]``."""
     many = BINDING[function].array == "arrays"
     for i, x in enumerate(arrays):
         check_input(function, x, f"arrays[{i}]" if many else None)
@@ -293,10 +282,9 @@ def _check_input(function: str, x, argument: str, slot: str | None) -> None:
 
 
 def _sizes_off(x) -> bool:
-    """Whether ``x``'s shape is outside DirectML's tensor sizes: a dimension
-    of size 0, or more than UINT32 elements (a broadcast view can be that
-    large in a few bytes), or unknown (a Dask array of unknown chunks: NaN;
-    a nested PyTorch tensor, whose shape cannot be read)."""
+    """Whether ``x``'s shape is outside DirectML's tensor sizes: a dimension of size 0, more than UINT32 elements (a
+    broadcast view can be that large in a few bytes), or unknown (a Dask array of unknown chunks: NaN; a nested
+    PyTorch tensor, whose shape cannot be read)."""
     try:
         n = x.size                        # NumPy, CuPy, JAX: the element count (PyTorch: a method)
         if type(n) is not int:
@@ -309,8 +297,8 @@ def _sizes_off(x) -> bool:
 
 
 def check_others(function: str, **arrays) -> None:
-    """The array arguments besides the first (``Binding.others``): each an
-    array of a framework the API takes, of a type its tensor's row lists."""
+    """The array arguments besides the first (``Binding.others``): each an array of a framework the API takes, of a
+    type its tensor's row lists."""
     for argument, x in arrays.items():
         kind = framework_of(x)
         if kind is None:
@@ -324,8 +312,7 @@ def check_others(function: str, **arrays) -> None:
 # -- arguments -------------------------------------------------------------------------------------
 
 def axis(value, rank: int, function: str) -> int:
-    """``value`` as DirectML's UINT Axis for arrays of ``rank`` dimensions:
-    negative values count from the end."""
+    """``value`` as DirectML's UINT Axis for arrays of ``rank`` dimensions: negative values count from the end."""
     if isinstance(value, bool):
         raise ValidationError(f"{function}: axis must be an integer; got {value!r}")
     try:
@@ -344,9 +331,8 @@ _SYMBOLIC = {"SymInt": int, "SymFloat": float, "SymBool": bool}
 
 
 def torch_compiling(torch) -> bool:
-    """Whether this thread runs ``torch.compile`` (``torch``: the module): Dynamo's trace, or the real run of a
-    traced call on its fake tensors (``torch.compiler.is_compiling()`` alone is process-wide: another thread's
-    compile sets it too)."""
+    """Whether this thread runs ``torch.compile`` (``torch``: the module): Dynamo's trace, or a traced call's real run
+    on its fake tensors (``torch.compiler.is_compiling()`` alone is process-wide: another thread's compile sets it)."""
     return torch.compiler.is_compiling() and (torch.compiler.is_dynamo_compiling() or
                                               torch._guards.TracingContext.try_get() is not None)
 
@@ -382,18 +368,18 @@ def _read(v):
 
 
 def concrete(args: tuple) -> tuple:
-    """``args`` with each symbolic scalar, alone or an entry of a list or tuple argument, as its value;
-    ``args`` itself where none is. Every such argument fixes the description (a size, an axis, a window, a
-    scale), so its value is read, which guards on it: the tracer compiles again for another value, as for
-    PyTorch's own operators' int arguments. The values then get an eager call's checks and messages, and
-    the call cache's keys and an argument's text form see plain ints, floats and bools."""
+    """``args`` with each symbolic scalar, alone or an entry of a list or tuple argument, as its value; ``args``
+    itself where none is. Every such argument fixes the description (a size, an axis, a window, a scale), so its
+    value is read, which guards on it: the tracer compiles again for another value, as for PyTorch's own operators'
+    int arguments. The values then get an eager call's checks and messages, and the call cache's keys and an
+    argument's text form see plain ints, floats and bools."""
     read = tuple(_read(v) for v in args)
     return args if all(r is v for r, v in zip(read, args)) else read
 
 
 def field_error(function: str, field: str, rule: str, value) -> ValidationError:
-    """A bad field read by the array function itself, in the descriptions'
-    form: ``<OPERATOR>: <field> must <rule>; got <value>``."""
+    """A bad field the array function reads itself, as descriptions word it: ``<OPERATOR>: <field> must <rule>; got
+    <value>``."""
     return ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {field} must {rule}; got {_short(value)}")
 
 

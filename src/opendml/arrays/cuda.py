@@ -1,12 +1,9 @@
-"""The data-movement family on CUDA memory: one launch path (``move``) for
-PyTorch CUDA tensors and CuPy arrays, which their adapters' ``run``
-takes for every operator but the first five. Each input is read where it lies (by address,
-element strides and origin; a stride that is not a whole number of elements
-is packed first), the outputs come from the framework's own allocator
-through ``runtime.alloc.output`` (``AllocationError`` where it fails), and
-the validated description's move program runs on the device's CUDA backend
-(``CudaBackend.record_move``'s launches) on the framework's current stream
-of that device, and is recorded in the C call cache where asked (``move``'s
+"""The data-movement family on CUDA memory: one launch path (``move``) for PyTorch CUDA tensors and CuPy arrays,
+which their adapters' ``run`` takes for every operator but the first five. Each input is read where it lies (by
+address, element strides and origin; a stride that is not a whole number of elements is packed first), the outputs
+come from the framework's own allocator through ``runtime.alloc.output`` (``AllocationError`` where it fails), and
+the validated description's move program runs on the device's CUDA backend (``CudaBackend.record_move``'s
+launches) on the framework's current stream of that device, recorded in the C call cache where asked (``move``'s
 ``record``). Neither framework is imported here: callers pass what it takes."""
 from __future__ import annotations
 
@@ -21,19 +18,17 @@ __all__ = ["move"]
 
 def move(desc, inputs, allocate, device_index: int, stream_ptr: int, errors: tuple = (),
              record=None, name: str | None = None) -> list:
-    """The outputs of ``desc`` run on ``inputs``, each ``(array, address, shape, byte strides, item size,
-    pack)`` where ``pack()`` gives the same of a packed copy (where a stride is not a whole number of
-    elements). ``allocate(shape, numpy dtype)`` gives ``(output array, its address)`` on device
-    ``device_index``; ``errors`` are the allocator's out-of-memory exceptions; the launches are queued on
-    ``stream_ptr``.
+    """The outputs of ``desc`` run on ``inputs``, each ``(array, address, shape, byte strides, item size, pack)``
+    where ``pack()`` gives the same of a packed copy (where a stride is not a whole number of elements).
+    ``allocate(shape, numpy dtype)`` gives ``(output array, its address)`` on device ``device_index``; ``errors``
+    are the allocator's out-of-memory exceptions; the launches are queued on ``stream_ptr``.
 
-    ``record`` (optional): ``(Call, x, since[, planned])``, the call as its array function offered it to
-    the C call cache (``x`` its input or inputs as given; ``since`` the cache's generation read before any
-    setting; ``planned`` each input's (shape, strides) read before its layout was: nothing is recorded
-    where one changed), its inputs read where they lie: where none was packed, the launches are recorded
-    there (``runtime.calls.put_move_cuda``). ``name`` (optional, else ``record``'s call's): the array
-    function, which the errors of the first five (``PLAIN_KERNEL``) name, as their other routes do; the
-    others' name the operator."""
+    ``record`` (optional): ``(Call, x, since[, planned])``, the call as its array function offered it to the C call
+    cache (``x`` its input or inputs as given; ``since`` the cache's generation read before any setting; ``planned``
+    each input's (shape, strides) read before its layout was: nothing is recorded where one changed): where no
+    input was packed, the launches are recorded there (``runtime.calls.put_move_cuda``). ``name`` (optional, else
+    ``record``'s call's): the array function, which the errors of the first five (``PLAIN_KERNEL``) name, as their
+    other routes do; the others' name the operator."""
     name = name or (record[0].name if record is not None else None)
     what = name if name and getattr(desc, "PLAIN_KERNEL", None) is not None else desc.OPERATOR
     srcs, spans, layouts, keep, origins = [], [], [], [], []

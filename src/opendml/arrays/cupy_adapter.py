@@ -1,14 +1,10 @@
-"""CuPy arrays: every operator (``run``) is validated on the arrays' shapes
-and dtypes, then its move program runs on the array's GPU (``arrays.cuda``,
-by pointer) on CuPy's current stream into new packed CuPy arrays on that
-device; results equal the NumPy call byte for byte. A call offered to the C
-call cache is recorded there (its launches) and the next such call is served
-from C (``runtime/calls.py``), which this module gives CuPy's allocator,
-current device and current stream; a never-seen shape the front offers the
-C new-shape route first is lowered, allocated, launched and recorded in one
-C call, whichever of CuPy and PyTorch was imported first. The errors are
-``cuda.move``'s: a data pointer not a multiple of the item size (an odd
-offset of a raw allocation), an output the allocator cannot give."""
+"""CuPy arrays: every operator (``run``) is validated on the arrays' shapes and dtypes, then its move program runs
+on the array's GPU (``arrays.cuda``, by pointer) on CuPy's current stream into new packed CuPy arrays on that device;
+results equal the NumPy call byte for byte. A call offered to the C call cache is recorded there (its launches) and
+the next such call is served from C (``runtime/calls.py``), which this module gives CuPy's allocator, current device
+and current stream; a never-seen shape the front offers the C new-shape route first is lowered, allocated, launched
+and recorded in one C call, whichever of CuPy and PyTorch was imported first. The errors are ``cuda.move``'s: a data
+pointer not a multiple of the item size (an odd offset of a raw allocation), an output the allocator cannot give."""
 from __future__ import annotations
 
 import cupy
@@ -19,8 +15,7 @@ from . import cuda
 
 
 def _stream_ptr_function():
-    """CuPy's current stream as a raw handle: its own C-level getter where it
-    has one, else the Stream object's ``ptr``."""
+    """CuPy's current stream as a raw handle: its own C-level getter where it has one, else the Stream's ``ptr``."""
     for owner in (getattr(cupy.cuda, "stream", None), cupy.cuda):
         fn = getattr(owner, "get_current_stream_ptr", None)
         if callable(fn):
@@ -32,10 +27,9 @@ _current_stream_ptr = _stream_ptr_function()
 
 
 def _empty(shape, dtype):
-    """``cupy.empty`` through the user's allocator; where that allocator gives
-    memory whose address is not a multiple of the item size (legal: 2-byte
-    alignment suits float16 data), the array is placed at a 16-byte boundary
-    inside an allocation 16 bytes larger instead, so the kernels can write it."""
+    """``cupy.empty`` through the user's allocator; where that gives memory whose address is not a multiple of the
+    item size (legal: 2-byte alignment suits float16 data), the array is placed at a 16-byte boundary inside an
+    allocation 16 bytes larger instead, so the kernels can write it."""
     out = cupy.empty(shape, dtype=dtype)
     if out.data.ptr % out.itemsize == 0:
         return out

@@ -1,53 +1,37 @@
 """Dask arrays: every operator chunk by chunk.
 
-The array functions (``opendml.slice``, ``unfold``, ``pad``...) on a
-``dask.array.Array`` (NumPy or CuPy chunks) come here (``run``) and return
-a lazy ``dask.array.Array`` whose chunks come from opendml's own array
-functions run inside the tasks. The call is validated on the whole arrays
-when the graph is built, by the same descriptions the in-memory calls use,
-so a bad argument raises its ``opendml.DmlError`` before anything is
-computed. Every result equals the in-memory call on the whole array bit for
-bit. How the work is cut is the operator's declared ``chunking()`` (see
-``opendml.ops._spec``):
+The array functions (``opendml.slice``, ``unfold``, ``pad``...) on a ``dask.array.Array`` (NumPy or CuPy chunks)
+come here (``run``) and return a lazy ``dask.array.Array`` whose chunks come from opendml's own array functions run
+inside the tasks. The call is validated on the whole arrays when the graph is built, by the descriptions the
+in-memory calls use, so a bad argument raises its ``opendml.DmlError`` before anything is computed. Every result
+equals the in-memory call on the whole array bit for bit. How the work is cut is the operator's declared
+``chunking()`` (``opendml.ops._spec``):
 
-* SLICE, SLICE1: one task per input chunk the slice touches, running the
-  slice on that chunk alone; untouched chunks are never read. The result
-  has one chunk per touched input chunk along each axis, in output order
-  (a negative stride lists them last to first).
-* UNFOLD (N, C, *spatial) -> (N, C x prod(W), BlockCount): output chunks
-  follow the input's along N, and along BlockCount they are slabs of the
-  first spatial axis (a range of first-axis blocks is a contiguous range of
-  columns). A block belongs to the input chunk holding the first element it
-  reads; each task reads its blocks' region, the slab plus a halo of
-  ``Dilations x (WindowSizes - 1)`` elements from the following chunks, and
-  pads inside the task, so no block is lost or computed twice. A slab whose
-  output would pass Dask's ``array.chunk-size`` is thinned; if one block
-  row is already too big, N is split, then the rows (whole channels, then
-  sub-windows), then the columns of a block row, so output chunks never
-  grow with the window. Chunks along C or the later spatial axes work (a
-  task gathers the part of every chunk it needs), at about the cost of
-  ``x.rechunk({1: -1, 3: -1, ...})``: chunk along N and the first spatial
-  axis for the cheapest graph.
-* FOLD (N, C x prod(W), BlockCount) -> (N, C, *output_sizes): slabs of the
-  first spatial axis (and along N and C when needed), each computed in one
-  task from every block that touches it, so each element's sum runs in the
-  in-memory order. Slabs follow the input's column chunks where those are
-  whole block rows, thin enough that the slab and the blocks it reads stay
-  near ``array.chunk-size`` (down to one row of one channel of one item).
-* SLICE_GRAD: the output (zeros of ``input_sizes``) is cut where the
-  gradient's chunks meet and at the window's edges, then to Dask's
-  ``auto`` chunk size; chunks outside the window are plain zeros.
-* Every other operator (``identity``, ``cast``, ``pad``, ...): one task per
-  block, after the inputs are rechunked as ``chunking()`` asks (axes in one
-  chunk, or cut at multiples of a size: PADDING's padded axes whole,
-  SPACE_TO_DEPTH's spatial axes at multiples of ``BlockSize``...; several
-  inputs take the first one's chunks there). The output's chunks follow from
-  the operator's shape rule on the blocks; SPLIT's outputs share one task
-  per block.
+* SLICE, SLICE1: one task per input chunk the slice touches, running the slice on that chunk alone; untouched chunks
+  are never read. The result has one chunk per touched input chunk along each axis, in output order (a negative
+  stride lists them last to first).
+* UNFOLD (N, C, *spatial) -> (N, C x prod(W), BlockCount): output chunks follow the input's along N, and along
+  BlockCount they are slabs of the first spatial axis (a range of first-axis blocks is a contiguous range of
+  columns). A block belongs to the input chunk holding the first element it reads; each task reads its blocks'
+  region, the slab plus a halo of ``Dilations x (WindowSizes - 1)`` elements from the following chunks, and pads
+  inside the task, so no block is lost or computed twice. A slab whose output would pass Dask's ``array.chunk-size``
+  is thinned; if one block row is already too big, N is split, then the rows (whole channels, then sub-windows),
+  then the columns of a block row, so output chunks never grow with the window. Chunks along C or the later spatial
+  axes work (a task gathers the part of every chunk it needs), at about the cost of ``x.rechunk({1: -1, 3: -1,
+  ...})``: chunk along N and the first spatial axis for the cheapest graph.
+* FOLD (N, C x prod(W), BlockCount) -> (N, C, *output_sizes): slabs of the first spatial axis (and along N and C
+  when needed), each computed in one task from every block that touches it, so each element's sum runs in the
+  in-memory order. Slabs follow the input's column chunks where those are whole block rows, thin enough that the
+  slab and the blocks it reads stay near ``array.chunk-size`` (down to one row of one channel of one item).
+* SLICE_GRAD: the output (zeros of ``input_sizes``) is cut where the gradient's chunks meet and at the window's
+  edges, then to Dask's ``auto`` chunk size; chunks outside the window are plain zeros.
+* Every other operator (``identity``, ``cast``, ``pad``, ...): one task per block, after the inputs are rechunked
+  as ``chunking()`` asks (axes in one chunk, or cut at multiples of a size: PADDING's padded axes whole,
+  SPACE_TO_DEPTH's spatial axes at multiples of ``BlockSize``...; several inputs take the first one's chunks there).
+  The output's chunks follow from the operator's shape rule on the blocks; SPLIT's outputs share one task per block.
 
-Setting up workers (``OPENDML_CPU_THREADS``, ``OPENDML_CPU_CACHE_BYTES``):
-the user guide's Dask page. Dask is imported by this module only, when a
-Dask array comes in.
+Setting up workers (``OPENDML_CPU_THREADS``, ``OPENDML_CPU_CACHE_BYTES``): the user guide's Dask page. Only this
+module imports Dask, when a Dask array comes in.
 """
 from __future__ import annotations
 
@@ -74,8 +58,8 @@ __all__ = ["run"]
 # -- arguments and validation ---------------------------------------------------
 
 def _dtype(x) -> np.dtype:
-    """The dtype opendml computes in: the in-memory calls turn big-endian input
-    around first, so the result is always in native (little-endian) order."""
+    """The dtype opendml computes in: the in-memory calls turn big-endian input around first, so the result is in
+    native (little-endian) order."""
     dt = np.dtype(x.dtype)
     return dt.newbyteorder("=") if dt.byteorder == ">" else dt
 
@@ -101,9 +85,8 @@ def _split(lo: int, hi: int, most: int) -> list[tuple[int, int]]:
 
 
 def _boxes(shape, most: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """A row-major index space of ``shape`` cut, in order, into boxes of at most
-    ``most`` elements (at least one), each a contiguous range of flat indices:
-    fixed indices on the axes before some axis m, a range on m, whole axes after."""
+    """A row-major index space of ``shape`` cut, in order, into boxes of at most ``most`` elements (at least one), each
+    a contiguous range of flat indices: fixed indices before some axis m, a range on m, whole axes after."""
     shape = tuple(shape)
     m = next(j for j in range(len(shape)) if math.prod(shape[j + 1:]) <= most)
     inner = math.prod(shape[m + 1:])
@@ -116,8 +99,8 @@ def _boxes(shape, most: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
 
 
 def _hits(start: int, step: int, count: int, lo: int, hi: int) -> tuple[int, int]:
-    """The range [j0, j1) of j in [0, count) whose position ``start + step*j``
-    lies in [lo, hi) (``step`` signed, non-zero); empty when j1 <= j0."""
+    """The range [j0, j1) of j in [0, count) whose position ``start + step*j`` lies in [lo, hi) (``step`` signed,
+    non-zero); empty when j1 <= j0."""
     if step > 0:
         j0, j1 = -(-(lo - start) // step), -(-(hi - start) // step)
     else:
@@ -129,11 +112,9 @@ def _hits(start: int, step: int, count: int, lo: int, hi: int) -> tuple[int, int
 # -- graph building -----------------------------------------------------------------
 
 class _Graph:
-    """One graph layer: output tasks plus the cuts they read from the input.
-
-    A task that needs part of an input chunk depends on a small task that cuts
-    (and copies) that part, as ``map_overlap`` does, so across machines only the
-    part travels and the chunk can be released once it has been cut."""
+    """One graph layer: output tasks plus the cuts they read from the input. A task that needs part of an input
+    chunk depends on a small task that cuts (and copies) that part, as ``map_overlap`` does, so across machines only
+    the part travels and the chunk can be released once cut."""
 
     def __init__(self, name: str, source, ndim: int, dtype):
         self.name, self.source = name, source
@@ -143,8 +124,8 @@ class _Graph:
         self._cuts: dict = {}
 
     def gather(self, region) -> tuple[list, tuple[int, ...]]:
-        """Keys of the pieces that make up ``region`` (one (lo, hi) per axis of
-        the source, non-empty), in row-major order, and their grid's shape."""
+        """Keys of the pieces that make up ``region`` (one non-empty (lo, hi) per axis of the source), in row-major
+        order, and their grid's shape."""
         per_axis = [[(i, max(lo, b[i]) - b[i], min(hi, b[i + 1]) - b[i], b[i + 1] - b[i])     # the chunks it meets
                      for i in range(bisect.bisect_right(b, lo) - 1, bisect.bisect_left(b, hi))]
                     for (lo, hi), b in zip(region, self.bounds)]
@@ -177,8 +158,7 @@ class _Graph:
 
 @dataclasses.dataclass(frozen=True)
 class _Cut:
-    """A task: the part ``ranges`` ((lo, hi) per axis) of one chunk, copied so
-    the chunk itself can be released."""
+    """A task: the part ``ranges`` ((lo, hi) per axis) of one chunk, copied so the chunk can be released."""
     ranges: tuple[tuple[int, int], ...]
 
     def __call__(self, chunk):
@@ -198,8 +178,8 @@ def _assemble(pieces, grid):
 
 @dataclasses.dataclass(frozen=True)
 class _Call:
-    """A task: the array API's ``function`` on one chunk (``grid`` None) or on
-    a region's pieces joined (row-major over ``grid``), given ``args``."""
+    """A task: the array API's ``function`` on one chunk (``grid`` None) or on a region's pieces joined (row-major
+    over ``grid``), given ``args``."""
     function: str
     args: tuple
     grid: tuple[int, ...] | None = None
@@ -222,9 +202,8 @@ class _Zeros:
 # -- SLICE and SLICE1 ---------------------------------------------------------------
 
 def _gather(x, dt, desc):
-    """GATHER (SLICE, SLICE1): the lattice ``desc.gather_axes()`` ((start, signed
-    step, count) per axis) read chunk by chunk, each chunk's task a SLICE1 of
-    the chunk-local window that reaches its positions."""
+    """GATHER (SLICE, SLICE1): the lattice ``desc.gather_axes()`` ((start, signed step, count) per axis) read chunk by
+    chunk, each chunk's task a SLICE1 of the chunk-local window that reaches its positions."""
     axes = desc.gather_axes()
     name = f"opendml-{desc.OPERATOR.lower()}-" + tokenize(x, axes)
     per_axis = []
@@ -269,9 +248,8 @@ def _windows(x, dt, desc):
     for (ni, (n0, n1)), (ri, (c0, c1, wlo, whi)), (ci, (blo, bhi)) in itertools.product(
             enumerate(n_parts), enumerate(row_boxes), enumerate(col_boxes)):
         out_shape = (chunks[0][ni], chunks[1][ri], chunks[2][ci])
-        # Along each spatial axis the blocks [blo, bhi) read, for window offsets
-        # [wlo, whi), the padded positions [first, last); the task gets the
-        # input's part of that range and pads the rest itself.
+        # Along each spatial axis the blocks [blo, bhi) read, for window offsets [wlo, whi), the padded positions
+        # [first, last); the task gets the input's part of that range and pads the rest itself.
         region, pad_lo, pad_hi = [], [], []
         for j in range(d):
             first = blo[j] * st[j] - sp[j] + wlo[j] * dil[j]
@@ -291,10 +269,8 @@ def _windows(x, dt, desc):
 
 
 def _unfold_chunking(n_chunks, channels, window, blocks, first_bounds, stride0, pad0, itemsize, target):
-    """UNFOLD's output chunks (the module docstring says which are preferred):
-    N ranges, row boxes (c0, c1, window lo, window hi) and column boxes
-    (block lo, block hi), each output chunk at most ``target`` bytes (or one
-    element)."""
+    """UNFOLD's output chunks (preferred as the module docstring says): N ranges, row boxes (c0, c1, window lo, window
+    hi) and column boxes (block lo, block hi), each output chunk at most ``target`` bytes (or one element)."""
     d = len(window)
     K = math.prod(window)
     per_block_row = math.prod(blocks[1:])            # columns in one first-axis block row
@@ -320,8 +296,8 @@ def _unfold_chunking(n_chunks, channels, window, blocks, first_bounds, stride0, 
 
 
 def _first_axis_groups(count, bounds, stride, pad):
-    """First-axis blocks [0, count) grouped by the input chunk that holds the
-    first element each reads (padding counts as part of the nearest chunk)."""
+    """First-axis blocks [0, count) grouped by the input chunk holding the first element each reads (padding counts
+    as part of the nearest chunk)."""
     first = np.clip(np.arange(count, dtype=np.int64) * stride - pad, 0, bounds[-1] - 1)
     owner = np.searchsorted(np.asarray(bounds[1:-1], dtype=np.int64), first, side="right")
     edges = [0, *(np.flatnonzero(np.diff(owner)) + 1).tolist(), count]
@@ -329,8 +305,8 @@ def _first_axis_groups(count, bounds, stride, pad):
 
 
 def _row_boxes(channels, window, most):
-    """UNFOLD's rows (c x prod(window) + k) cut into boxes of (channels,
-    *window) of at most ``most`` rows: (c0, c1, window lo, window hi)."""
+    """UNFOLD's rows (c x prod(window) + k) cut into boxes of (channels, *window) of at most ``most`` rows: (c0, c1,
+    window lo, window hi)."""
     return [(lo[0], hi[0], lo[1:], hi[1:]) for lo, hi in _boxes((channels, *window), most)]
 
 
@@ -359,9 +335,8 @@ def _window_sums(x, dt, desc):
             enumerate(n_parts), enumerate(c_parts), enumerate(slabs)):
         out_shape = (n1 - n0, c1 - c0, p1 - p0, *S[1:])
         key = (name, ni, ci, si) + (0,) * (d - 1)
-        # First-axis blocks [b0, b1) that reach the slab [p0, p1). b0 may be one
-        # block early (one that starts at or before p0 and reaches nothing in
-        # the slab) so the slab's start padding is never negative.
+        # First-axis blocks [b0, b1) that reach the slab [p0, p1). b0 may be one block early (starting at or before
+        # p0 and reaching nothing in the slab) so the slab's start padding is never negative.
         a = p0 + sp[0]
         b0 = max(0, min(-(-(a - ext0) // st[0]), a // st[0]))
         b1 = min(blocks[0], (p1 - 1 + sp[0]) // st[0] + 1)
@@ -379,9 +354,8 @@ def _window_sums(x, dt, desc):
 
 
 def _fold_chunking(n_chunks, channels, K, S, w0, stride0, dil0, pad0, blocks, col_bounds, itemsize, target):
-    """FOLD's output chunks: N ranges, channel ranges and first-axis slabs,
-    so that a task's output and the blocks it reads each stay near ``target``
-    bytes (down to one row of one channel of one item)."""
+    """FOLD's output chunks: N ranges, channel ranges and first-axis slabs, so that a task's output and the blocks it
+    reads each stay near ``target`` bytes (down to one row of one channel of one item)."""
     per_block_row = math.prod(blocks[1:])
     row = math.prod(S[1:]) * itemsize                  # one output row of one channel of one item
     ext0 = dil0 * (w0 - 1)
@@ -390,8 +364,8 @@ def _fold_chunking(n_chunks, channels, K, S, w0, stride0, dil0, pad0, blocks, co
         reached = (rows - 1 + ext0) // stride0 + 2       # block rows a slab of `rows` can read
         return items * chans * max(rows * row, min(reached, blocks[0]) * per_block_row * K * itemsize)
 
-    # Slab edges where the input's column chunks start whole block rows (the
-    # positions those block rows start at), as UNFOLD's slabs map back.
+    # Slab edges where the input's column chunks start whole block rows (the positions those rows start at), as
+    # UNFOLD's slabs map back.
     edges = {0, S[0]}
     for c in col_bounds[1:-1]:
         if c % per_block_row == 0:
@@ -427,8 +401,8 @@ def _scatter(grad, dt, desc):
     S = tuple(desc.output_tensor.sizes)
     starts = [start for start, _, _ in desc.scatter_axes()]
 
-    # Cut each axis where the window starts and ends and where two gradient
-    # chunks meet, then to Dask's auto chunk length along that axis.
+    # Cut each axis where the window starts and ends and where two gradient chunks meet, then to Dask's auto chunk
+    # length along that axis.
     target = _target_bytes()
     previous = tuple(min(s, max(c) * abs(t)) for s, c, t in zip(S, grad.chunks, steps))
     auto = da.core.normalize_chunks("auto", shape=S, limit=target, dtype=dt, previous_chunks=previous)
@@ -463,8 +437,7 @@ def _scatter(grad, dt, desc):
 # -- blockwise: every other operator ---------------------------------------------
 
 def _aligned(chunks: tuple, m: int) -> tuple:
-    """``chunks`` with every boundary moved down to a multiple of ``m``
-    (the total is one)."""
+    """``chunks`` with every boundary moved down to a multiple of ``m`` (the total kept)."""
     edges = [0]
     for at in itertools.accumulate(chunks[:-1]):
         if at - at % m > edges[-1]:
@@ -479,12 +452,9 @@ def _run_block(call, index, *blocks):
 
 
 def run(call, arrays) -> list:
-    """The adapter's one route: ``call`` (a ``Call`` of the array API) on Dask
-    arrays, validated on the whole arrays' shapes, then built lazily by the
-    graph builder of the operator's declared chunking (``chunking()``, see
-    ``opendml.ops._spec``): a kind's builder (``_BUILDERS``), else the
-    blockwise one (``_blockwise``, for a dict of axes; unknown chunk sizes
-    are refused before, by the contract's checks)."""
+    """The adapter's one route: ``call`` (a ``Call`` of the array API) on Dask arrays, validated on the whole arrays'
+    shapes, then built lazily by the builder of the operator's declared ``chunking()``: a kind's (``_BUILDERS``),
+    else ``_blockwise`` (a dict of axes; the contract's checks refused unknown chunk sizes before)."""
     dtypes = [_dtype(x) for x in arrays]
     desc = call.describe_arrays(dtypes, [x.shape for x in arrays])
     rules = desc.chunking()
@@ -497,8 +467,7 @@ _BUILDERS = {GATHER: _gather, SCATTER: _scatter, WINDOWS: _windows, WINDOW_SUMS:
 
 
 def _blockwise(call, desc, arrays, dtypes, rules) -> list:
-    """One task per block of the inputs, rechunked as ``rules`` (input axis ->
-    0: in one chunk, m: cut at multiples of m) asks."""
+    """One task per block of the inputs, rechunked as ``rules`` asks (axis -> 0: one chunk, m: cut at m's multiples)."""
     first = arrays[0]
     chunks = []
     for k, c in enumerate(first.chunks):

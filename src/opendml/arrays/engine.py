@@ -1,13 +1,10 @@
-"""The array API's engine, below the front and every framework adapter
-(which import it; it imports none of them): the one ``Call`` type (an
-operator call: the inputs' logical descriptions -> the operator's
-description), ``fixed`` (a ``Call`` of a given description), NumPy's move
-route (``run_numpy``, behind the Python plan cache of ``planner``;
-``execute``, which a test may replace with a spy: every family call is then
-given to it, uncached) and the differentiation helpers every adapter shares
-(``adjoint``, ``constant_inputs``, ``differentiable``, ``ADJOINT_API``).
-A ``Call`` run on arrays of any framework (``Call(*arrays)``) goes through
-the front's route, ``_dispatch.front.run_list``.
+"""The array API's engine, below the front and every framework adapter (which import it; it imports none of them):
+the one ``Call`` type (an operator call: the inputs' logical descriptions -> the operator's description), ``fixed``
+(a ``Call`` of a given description), NumPy's move route (``run_numpy``, behind ``planner``'s Python plan cache;
+``execute``, which a test may replace with a spy: every family call is then given to it, uncached) and the
+differentiation helpers every adapter shares (``adjoint``, ``constant_inputs``, ``differentiable``,
+``ADJOINT_API``). ``Call(*arrays)`` on arrays of any framework goes through the front's
+``_dispatch.front.run_list``.
 """
 from __future__ import annotations
 
@@ -30,16 +27,14 @@ __all__ = ["Call", "PLAN_KEY", "fixed", "run_numpy", "execute", "adjoint", "cons
 _generation_now = _calls._generation or _calls.generation   # the C counter itself (the settings already read)
 
 #: (generation, the CPU backend, its ``plain_conf``: None where its compiled kernels are not loaded, its instance
-#: ``__dict__``: a ``prepare`` there is a spy, and the call takes the Python route), kept for
-#: the generation they were read in: every ``configure()`` replaces the CPU backend and bumps the generation, so a
-#: generation's first never-seen shape reads them (``new_settings``) and the others reuse them (``front._new``,
-#: ``index_ops.offer``).
+#: ``__dict__``: a ``prepare`` there is a spy, and the call takes the Python route), kept for the generation they
+#: were read in: every ``configure()`` replaces the CPU backend and bumps the generation, so a generation's first
+#: never-seen shape reads them (``new_settings``) and the others reuse them (``front._new``, ``index_ops.offer``).
 NEW_SETTINGS: tuple = (None, None, None, {})
 
 
 def new_settings() -> tuple:
-    """``NEW_SETTINGS`` read again (its callers call it where the generation changed, or no call read them
-    yet)."""
+    """``NEW_SETTINGS`` read again (where the generation changed, or no call read them yet)."""
     global NEW_SETTINGS
     since = _calls.generation()             # before any setting is read
     backend = get_backend("cpu")
@@ -81,8 +76,7 @@ class Call:
         return key
 
     def describe(self, descs):
-        """The validated description for inputs of these logical descriptions
-        (the newest feature level's rules)."""
+        """The validated description for inputs of these logical descriptions (the newest feature level's rules)."""
         desc = self.make(*descs)
         desc.validate()
         return desc
@@ -114,8 +108,7 @@ def _plan_key(name: str, args: tuple):
 
 
 def fixed(desc, name: str | None = None) -> Call:
-    """A ``Call`` that runs ``desc`` itself (its linear part on
-    tangents, for instance) on arrays of its inputs' sizes and types."""
+    """A ``Call`` running ``desc`` itself (its linear part on tangents, say) on arrays of its inputs' sizes, types."""
     def make(*descs):
         for (where, want), got in zip(desc.named_tensors("input"), descs):
             if got.sizes != want.sizes or got.data_type != want.data_type:
@@ -139,9 +132,8 @@ def _array(x, where: str) -> np.ndarray:
 
 
 def _prepared(x: np.ndarray):
-    """(input description, (strides, origin), source word array) of ``x``,
-    read where it lies (copied first only when a stride is not a whole
-    number of elements)."""
+    """(input description, (strides, origin), source word array) of ``x``, read where it lies (copied first only
+    when a stride is not a whole number of elements)."""
     layout = array_layout(x.shape, x.strides, x.itemsize)
     if layout is None:
         x = np.ascontiguousarray(x)
@@ -150,22 +142,17 @@ def _prepared(x: np.ndarray):
 
 
 def run_numpy(call: Call, arrays) -> list:
-    """The NumPy path: validate on the arrays' shapes, then execute; a call
-    seen before (same function, arguments, dtypes, shapes and strides, on
-    the CPU backend in force) is served from the move cache (``planner.lookup``; the C call
-    cache, ``runtime.calls.move``, serves it before the function gets here
-    once a compiled run was recorded there)."""
+    """The NumPy path: validate on the arrays' shapes, then execute; a call seen before (same function, arguments,
+    dtypes, shapes and strides, on the CPU backend in force) is served from the move cache (``planner.lookup``; once
+    a compiled run is recorded in the C call cache, ``runtime.calls.move`` serves it before it gets here)."""
     key = record = None
-    # A replaced ``execute`` (a spy, a mock) is given every call, uncached.
-    if call.key is not None and execute is _EXECUTE:
+    if call.key is not None and execute is _EXECUTE:      # (a replaced ``execute`` is given every call, uncached)
         arrays_key = planner.array_key(arrays)
         if arrays_key is not None:
             since = _calls.generation() if call.ccall is not None else None   # before any setting is read
             backend = get_backend("cpu")
-            # A backend whose prepare was replaced on the instance (a spy, a
-            # mock) records nothing new here (calls the C cache already holds
-            # are still served from C: only a replaced ``execute`` is given
-            # every call); configure(call_cache=False) turns this cache off too.
+            # a backend whose prepare was replaced on the instance (a spy) records nothing new here (calls the C
+            # cache holds are still served from C); configure(call_cache=False) turns this cache off too
             if "prepare" not in backend.__dict__ and backend.config.call_cache:
                 key = (call.key, arrays_key)
                 # the layouts planned for: the C record is refused where another thread changed one meanwhile
@@ -173,8 +160,7 @@ def run_numpy(call: Call, arrays) -> list:
                 entry = planner.lookup(key, backend)
                 if entry is not None:
                     outs = _replay(entry, arrays, call.name)
-                    # another spelling of a recorded call (cast's float and
-                    # DataType.FLOAT64): the C cache learns it too
+                    # another spelling of a recorded call (cast's float and DataType.FLOAT64): the C cache learns it
                     _put_c(record, arrays, outs, entry.offsets, entry.steps)
                     return outs
     arrays = [_array(x, call.name) for x in arrays]
@@ -185,12 +171,10 @@ def run_numpy(call: Call, arrays) -> list:
 
 
 def _replay(entry, arrays, name: str) -> list:
-    """A cached call on new arrays of the recorded dtypes, shapes and
-    strides: new outputs, then the recorded kernels on the new addresses (or,
-    without them, the recorded plan prepared again)."""
+    """A cached call on new arrays of the recorded dtypes, shapes and strides: new outputs, then the recorded kernels
+    on the new addresses (or, without them, the recorded plan prepared again)."""
     backend = entry.backend
-    # named as the uncached route names it (the operator), so an allocation
-    # error reads the same whichever route the call took
+    # named as the uncached route names it, so an allocation error reads the same whichever route the call took
     tuned = getattr(entry.desc, "PLAIN_KERNEL", None) is not None      # (as _execute)
     what = name if tuned else entry.desc.OPERATOR
     outs = [backend.empty(shape, arrays[0].dtype if tuned else dtype, what)[0] for shape, dtype in entry.outs]
@@ -211,8 +195,7 @@ def _run_steps(steps, ins, dsts) -> None:
 
 
 def execute(desc, arrays) -> list:
-    """Run the validated ``desc``'s move program on NumPy arrays (any
-    strides) into new packed arrays, on the CPU backend."""
+    """The validated ``desc``'s move program on NumPy arrays (any strides) into new packed arrays (the CPU backend)."""
     return _execute(desc, arrays, None, None)
 
 
@@ -220,10 +203,9 @@ _EXECUTE = execute
 
 
 def _execute(desc, arrays, key, record, name: str | None = None) -> list:
-    """``execute``; where ``key`` is given and the call succeeds, it is
-    recorded in the move cache (``planner``) under ``key`` and, with ``record`` ((the
-    Call, the call cache's generation read before any setting, the inputs' (shape, strides) as planned)) and
-    the compiled kernels, in the C call cache."""
+    """``execute``; where ``key`` is given and the call succeeds, it is recorded in the move cache (``planner``)
+    under ``key`` and, with ``record`` ((the Call, the call cache's generation read before any setting, the inputs'
+    (shape, strides) as planned)) and the compiled kernels, in the C call cache."""
     arrays = [_array(x, desc.OPERATOR) for x in arrays]
     prepared = [_prepared(x) for x in arrays]
     plan = desc.lower(in_layouts=[p[1] for p in prepared])
@@ -239,8 +221,8 @@ def _execute(desc, arrays, key, record, name: str | None = None) -> list:
         outs.append(out)
     dsts = [o.view(WORDS[o.itemsize]).reshape(-1) for o in outs]
     srcs = [p[2] for p in prepared]
-    # A call to record runs the compiled passes it records (built once: the
-    # backend's own kernels, parameters and threads, as prepare would run them)
+    # A call to record runs the compiled passes it records (built once: the backend's own kernels, parameters and
+    # threads, as prepare would run them)
     steps = planner.kernel_steps(backend, plan, srcs, dsts, tuned) \
         if key is not None and backend.kernels == "compiled" else None
     if steps is None:
@@ -253,9 +235,8 @@ def _execute(desc, arrays, key, record, name: str | None = None) -> list:
 
 
 def _record(key, record, backend, desc, plan, arrays, prepared, outs, steps) -> None:
-    # Only arrays read where they lie (not copied by _prepared; the key
-    # admits no array that as_input converts) are replayed from their own
-    # addresses.
+    # Only arrays read where they lie (not copied by _prepared; the key admits no array that as_input converts) are
+    # replayed from their own addresses.
     offsets = []
     for x, (_, (_, origin), src) in zip(arrays, prepared):
         off = -origin * x.itemsize
@@ -269,8 +250,7 @@ def _record(key, record, backend, desc, plan, arrays, prepared, outs, steps) -> 
 
 
 def _put_c(record, arrays, outs, offsets, steps) -> None:
-    """Record a compiled run in the C call cache (``runtime.calls.put_move``):
-    the next such call is served before any Python runs."""
+    """Record a compiled run in the C call cache (``runtime.calls.put_move``): it serves the next such call from C."""
     call, since, planned = record if record is not None else (None, None, None)
     if steps is None or call is None or call.ccall is None:
         return
@@ -283,10 +263,9 @@ def _put_c(record, arrays, outs, offsets, steps) -> None:
 
 
 def adjoint(desc, cotangents, constants=()) -> tuple:
-    """The adjoint of ``desc``'s linear part applied to ``cotangents`` (one
-    per output) and, after them, ``constants``, the values of the inputs it
-    reads (``constant_inputs``: index arrays): one array per input, as the
-    operator module declares it."""
+    """The adjoint of ``desc``'s linear part applied to ``cotangents`` (one per output) and, after them,
+    ``constants``, the values of the inputs it reads (``constant_inputs``: index arrays): one array per input, as
+    the operator module declares it."""
     return tuple(linear_part(desc).adjoint(ADJOINT_API, *cotangents, *constants))
 
 
@@ -300,9 +279,8 @@ def linear_part(desc):
 
 
 def constant_inputs(desc) -> tuple:
-    """The input positions whose values ``desc``'s adjoint reads
-    (``ADJOINT_INPUTS``, ``opendml.ops._spec``: index arrays), which get no
-    cotangent and keep their values under forward-mode AD."""
+    """The input positions whose values ``desc``'s adjoint reads (``ADJOINT_INPUTS``, ``opendml.ops._spec``: index
+    arrays), which get no cotangent and keep their values under forward-mode AD."""
     return tuple(getattr(desc, "ADJOINT_INPUTS", ()))
 
 
@@ -311,10 +289,9 @@ def differentiable(desc) -> bool:
 
 
 class _AdjointApi:
-    """The namespace the operator modules' ``adjoint`` methods are given:
-    every array-API function, on any framework (registered by ``front``),
-    the index functions' adjoint helpers (``index_adjoint``,
-    ``index_primal``: registered by ``index_ops``), and two neutral helpers."""
+    """The namespace the operator modules' ``adjoint`` methods are given: every array-API function, on any framework
+    (registered by ``front``), the index functions' adjoint helpers (``index_adjoint``, ``index_primal``: registered
+    by ``index_ops``), and two neutral helpers."""
 
     @staticmethod
     def reshape(x, shape):

@@ -1,23 +1,18 @@
-"""The array API's front: one function per bound operator (``slice``,
-``unfold``, ``pad``, ``split``...; ``FUNCTIONS``) on NumPy, CuPy, PyTorch,
-JAX and Dask arrays, each building one ``Call`` that the array's adapter
-runs. Each is generated from its operator module's ``BINDING``
-(``opendml.ops._spec.Binding``) as a plain function compiled from its own
-source, so ``help``, ``inspect`` and completion read it as a ``def``;
-nothing here names an operator.
+"""The array API's front: one function per bound operator (``slice``, ``unfold``, ``pad``, ``split``...;
+``FUNCTIONS``) on NumPy, CuPy, PyTorch, JAX and Dask arrays, each building one ``Call`` that the array's adapter
+runs. Each is generated from its operator module's ``BINDING`` (``opendml.ops._spec.Binding``) as a plain function
+compiled from its own source, so ``help``, ``inspect`` and completion read it as a ``def``; nothing here names an
+operator.
 
-Every function takes, in order: the C call cache (``runtime.calls``: a call
-seen before is served from C); the C new-shape route (a never-seen shape in
-its simple forms lowered, run and recorded in C, anything else declined);
-the contract's checks (``_contract``); snapshots of every list argument,
-read once so that another thread changing it cannot mix values (``_snaps``,
-``_snapshot``); then the route of the array's framework (``adapter_for``,
+Every function takes, in order: the C call cache (``runtime.calls``: a call seen before is served from C); the C
+new-shape route (a never-seen shape in its simple forms lowered, run and recorded in C, anything else declined); the
+contract's checks (``_contract``); snapshots of every list argument, read once so that another thread changing it
+cannot mix values (``_snaps``, ``_snapshot``); then the route of the array's framework (``adapter_for``,
 ``run_list``; the index functions through ``index_ops.run``).
 
-Every ``opendml.configure()`` empties the caches; a replaced
-``engine.execute`` (a spy) is given every family call. The adapters never
-import this module: they call these functions again through
-``_dispatch.front``. No framework is imported here.
+Every ``opendml.configure()`` empties the caches; a replaced ``engine.execute`` (a spy) is given every family call.
+The adapters never import this module: they call these functions again through ``_dispatch.front``. No framework
+is imported here.
 """
 from __future__ import annotations
 
@@ -64,9 +59,8 @@ _BY_TYPE: dict = {}
 
 
 def adapter_for(x, function: str = "array API", argument: str = "x"):
-    """The adapter module that runs operators on ``x``'s framework;
-    ``ValidationError`` (``function: argument must be a NumPy, CuPy, PyTorch,
-    JAX or Dask array; got ...``) for anything else."""
+    """The adapter module that runs operators on ``x``'s framework; ``ValidationError`` (``function: argument must be
+    a NumPy, CuPy, PyTorch, JAX or Dask array; got ...``) for anything else."""
     adapter = _BY_TYPE.get(type(x))
     if adapter is not None:
         return adapter
@@ -103,17 +97,15 @@ def run_list(call: Call, arrays) -> list:
 
 
 def _route(fw, call: Call, arrays) -> list:
-    """``call`` on ``arrays`` of the adapter ``fw`` by its one route
-    (``run``); NumPy's (``fw`` None): the move program (``run_numpy``)."""
+    """``call`` on ``arrays`` by the adapter ``fw``'s one route (``run``); NumPy's (``fw`` None): ``run_numpy``."""
     return run_numpy(call, arrays) if fw is None else fw.run(call, arrays)
 
 
 # -- snapshots -------------------------------------------------------------------------------------
 
 def _snaps(values) -> tuple:
-    """A private copy of each mutable argument, read once, that every later
-    step of a call reads. Lists stay lists and NumPy arrays stay arrays
-    (messages show them as given); immutable values are kept."""
+    """A private copy of each mutable argument, read once, that every later step of a call reads. Lists stay lists
+    and NumPy arrays stay arrays (messages show them as given); immutable values are kept."""
     out = []
     for value in values:
         t = type(value)
@@ -133,8 +125,8 @@ def _snaps(values) -> tuple:
 
 
 def _snapshot(value):
-    """A list argument read once, as a tuple (a NumPy array as a tuple of its
-    items); anything else as given (validation names what is wrong with it)."""
+    """A list argument read once, as a tuple (a 1-D NumPy array as a tuple of its items); anything else as given
+    (validation names what is wrong with it)."""
     if isinstance(value, np.ndarray):
         return tuple(value.tolist()) if value.ndim == 1 else value
     if isinstance(value, (list, tuple)):
@@ -162,8 +154,8 @@ _calls.register_move_types(_MOVE_TYPES)
 
 #: ``_new(op, x, args)``: a never-seen shape lowered, run and recorded in C, or None (the Python route).
 _move_new = _calls.move_new
-# each lowering with its support table's element types (bit 8 + DataType value) and LOWER_SEQUENCE where
-# the arrays come as one list or tuple
+# each lowering with its support table's element types (bit 8 + DataType value), and LOWER_SEQUENCE where the arrays
+# come as one list or tuple
 _LOWER = {_calls.OPS[k]: v | sum(1 << (8 + int(t)) for t in _contract.supported_row(_contract.OPERATOR_OF[k]).types)
           | (_calls.LOWER_SEQUENCE if _contract.BINDING[k].array == "arrays" or _contract.BINDING[k].route == "index"
              else 0)
@@ -207,16 +199,15 @@ _NAMES: dict = {}
 
 
 def _plan(op: int, x, args: tuple):
-    """A call of the first five past the C call cache and the C new-shape route: snapshots, the description's
-    maker, the contract's checks, then the adapter's route (recorded in the C call cache by the arguments as
-    snapshotted; ``args`` for PyTorch's own route of the first five)."""
+    """A call of the first five past the C call cache and new-shape route: snapshots, the contract's checks, the
+    description's maker, then the adapter's route (recorded in the C call cache by the arguments as snapshotted)."""
     name = _NAMES[op]
     args = _snaps(args)
     known = type(x) in _BY_TYPE
     fw = _one_framework(name, (x,), False, True)
     if not known and _engine.execute is _EXECUTE:
-        # the array type's first call (the body offers the C new-shape route a type it has seen only): its
-        # framework's adapter, now loaded, has registered the framework with the C routes
+        # the array type's first call (the body offers the C new-shape route only a type it has seen): its adapter,
+        # now loaded, has registered the framework with the C routes
         out = _new(op, x, args)
         if out is not None:
             return out
@@ -230,8 +221,7 @@ def plan_call(name: str, x, args: tuple) -> Call:
 
 
 def _move_call(op: int, x, args: tuple):
-    """A family call past the C call cache and the C new-shape route (``_family_call``), run by its
-    adapter's route."""
+    """A family call past the C call cache and new-shape route (``_family_call``), run by its adapter's route."""
     name = _NAMES[op]
     fw, call, arrays = _family_call(name, x, args)
     outs = _route(fw, call, arrays)
@@ -239,10 +229,9 @@ def _move_call(op: int, x, args: tuple):
 
 
 def _family_call(name: str, x, args: tuple):
-    """(framework, ``Call``, the arrays as a list) of a family function's call, nothing run: the contract's
-    checks on the inputs (a sequence of them where the binding's array is ``arrays``), the list arguments
-    snapshotted, the description its operator class's ``arguments`` make, keyed for the Python cache and
-    recorded in the C call cache by the arguments as snapshotted."""
+    """(framework, ``Call``, the arrays as a list) of a family function's call, nothing run: the contract's checks on
+    the inputs (a sequence where the binding's array is ``arrays``), the list arguments snapshotted, the description
+    its operator class's ``arguments`` make, keyed for the Python cache and the C call cache (by the snapshots)."""
     seq = name in _SEQUENCES
     arrays = _contract.array_sequence(x, name) if seq else (x,)
     fw = _one_framework(name, arrays, seq, True)
@@ -276,10 +265,9 @@ def family_function(name: str, args: tuple):
 
 
 def _index_call(op: int, given: tuple, args: tuple):
-    """An index function's call past the C call cache and new-shape route: the contract's checks,
-    its operator class's ``arguments``, then the index route (``index_ops.run``); a call whose sizes a
-    tracer keeps symbolic goes to its adapter's ``traced_index`` (PyTorch's: ``opendml::family``) instead,
-    before ``arguments`` reads them."""
+    """An index function's call past the C call cache and new-shape route: the contract's checks, its operator
+    class's ``arguments``, then the index route (``index_ops.run``); a call whose sizes a tracer keeps symbolic goes
+    to its adapter's ``traced_index`` (PyTorch's: ``opendml::family``) instead, before ``arguments`` reads them."""
     name = _NAMES[op]
     given, args, traced = _index_checked(name, given, args)
     if traced is not None:
@@ -291,8 +279,7 @@ def _index_call(op: int, given: tuple, args: tuple):
 
 
 def _index_checked(name: str, given: tuple, args: tuple):
-    """(given, args, the adapter's ``traced_index`` or None) of an index function's call after the
-    contract's checks."""
+    """(given, args, the adapter's ``traced_index`` or None) of an index function's call, the contract's checks made."""
     args = _contract.concrete(args)
     if name in _index.CHECKED:                    # the switch itself: a bool, not anything with a truth value
         flag = args[0]
@@ -316,9 +303,8 @@ def _index_checked(name: str, given: tuple, args: tuple):
 
 
 def index_function(name: str, given, args) -> int:
-    """The code of the index function ``name`` (route "index"), checked to take ``given`` (its arrays, a
-    sequence) and ``args`` (its other arguments as its body offers them: keyword-only first); a
-    ``ValidationError`` otherwise."""
+    """The code of the index function ``name`` (route "index"), checked to take ``given`` (its arrays, a sequence) and
+    ``args`` (its other arguments as its body offers them: keyword-only first), else a ``ValidationError``."""
     if name not in _INDEX:
         raise ValidationError(f"family_call: {name!r} is not an index function (one of {', '.join(sorted(_INDEX))})")
     code = FUNCTIONS[name].__code__                        # (the generated def's parameters: its arrays first)
@@ -338,8 +324,8 @@ def index_run(name: str, given, args):
 
 
 def index_parts(name: str, given, args) -> tuple:
-    """(the description's maker, the arrays it is made for, the result's shape) of an index function's
-    call, checked as the call is (the index values excepted: nothing is read of them), nothing run."""
+    """(the description's maker, the arrays it is made for, the result's shape) of an index function's call,
+    checked as the call is (the index values excepted: nothing is read of them), nothing run."""
     index_function(name, given, args)
     given, args, _ = _index_checked(name, tuple(given), tuple(args))
     if name in _index.CHECKED:
@@ -349,16 +335,16 @@ def index_parts(name: str, given, args) -> tuple:
 
 # -- the functions, generated from the operator modules' bindings -------------------------------------
 
-#: What an operator class's ``arguments`` may call (``opendml.ops._spec.Binding``): the contract's
-#: checks and messages, handed down so that the operator modules never import the array layer.
+#: What an operator class's ``arguments`` may call (``opendml.ops._spec.Binding``): the contract's checks and
+#: messages, handed down so that the operator modules never import the array layer.
 ARGUMENT_API = types.SimpleNamespace(axis=_contract.axis, rank_of=_contract.rank_of,
                                      field_error=_contract.field_error, sizes_of=_contract.sizes_of,
                                      dtype_argument=_contract.dtype_argument, key_by_identity=_key_by_identity,
                                      count=_index.count, lead=_index.lead, check_indices=_index.check,
                                      no_array=_NO_ARRAY, snapshot=_snapshot, data_type=_contract.data_type)
 
-#: The routes' bodies: the C call cache offered the arguments as received, then the route (the index
-#: functions offer their arrays as one tuple and the other arguments as another, keyword-only ones first).
+#: The routes' bodies: the C call cache offered the arguments as received, then the route (the index functions
+#: offer their arrays as one tuple and the other arguments as another, keyword-only ones first).
 _BODIES = {
     "plan": "    if _engine.execute is _EXECUTE:\n"
             "        out = _cached({code}, {array}, {args})\n"
@@ -380,16 +366,15 @@ _BODIES = {
 
 _ARRAYS = "numpy.ndarray, cupy.ndarray, torch.Tensor, jax.Array or dask.array.Array"
 
-#: The docstring's parts every function shares; ``Binding.doc`` gives the summary and the other
-#: parameters, the rest is filled from the binding and the operator's support table.
+#: The docstring's parts every function shares; ``Binding.doc`` gives the summary and the other parameters, the
+#: binding and the operator's support table the rest.
 _DOC = """{summary}
 
     Parameters
     ----------
     {array} : {array_type}
-        {shape}, of any strides (read where it lies, negative strides
-        included) and a dtype the operator's support table lists:
-        {types}.{params}
+        {shape}, of any strides (read where it lies, negative strides included) and a dtype the operator's
+        support table lists: {types}.{params}
 
     Returns
     -------
@@ -399,37 +384,31 @@ _DOC = """{summary}
     Raises
     ------
     UnsupportedError
-        If the dtype of {subject} is missing from the operator's support table at
-        the newest feature level (bool, bfloat16, complex...: the message names
-        the supported ones), or the array is one opendml cannot read (a PyTorch
-        tensor on a device other than cpu, cuda or meta, or sparse, nested or
-        conjugated; a JAX array sharded over several devices).
+        If the dtype of {subject} is missing from the operator's support table at the newest feature level
+        (bool, bfloat16, complex...: the message names the supported ones), or the array is one opendml cannot
+        read (a PyTorch tensor on a device other than cpu, cuda or meta, or sparse, nested or conjugated; a JAX
+        array sharded over several devices).
     ValidationError
-        If {subject} is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a
-        rank the support table lacks (it takes {ranks}), a dimension of
-        size 0 or more than 2**32 - 1 elements (DirectML's tensor limits), or an argument
-        breaks one of the operator's rules ({rules}): the message names the
-        field and the rule. Checked before anything is allocated.
+        If {subject} is not a NumPy, CuPy, PyTorch, JAX or Dask array, has a rank the support table lacks (it
+        takes {ranks}), a dimension of size 0 or more than 2**32 - 1 elements (DirectML's tensor limits), or an
+        argument breaks one of the operator's rules ({rules}): the message names the field and the rule.
+        Checked before anything is allocated.
     AllocationError
-        ``opendml.AllocationError`` (a ``ValidationError`` and a
-        ``MemoryError``) naming the operator, the output's shape and its
-        bytes, if an output cannot be allocated.
+        ``opendml.AllocationError`` (a ``ValidationError`` and a ``MemoryError``) naming the operator, the
+        output's shape and its bytes, if an output cannot be allocated.
     """
 
 #: Where the result lies and how it differentiates (``_DOC``'s ``home``), unless a caller says otherwise.
 _HOME = """of {owner}
-        framework and device; for a Dask array, a lazy Dask array (nothing is computed
-        until it is). Where the operator is linear for the dtypes, a PyTorch
-        result is differentiable (autograd, forward-mode AD and the
-        ``torch.func`` transforms; under ``torch.compile`` the call goes through
-        opendml's custom operators) and a JAX result in reverse mode
-        (``jax.grad``; see ``opendml.jax``)."""
+        framework and device; for a Dask array, a lazy Dask array (nothing is computed until it is). Where the
+        operator is linear for the dtypes, a PyTorch result is differentiable (autograd, forward-mode AD and the
+        ``torch.func`` transforms; under ``torch.compile`` the call goes through opendml's custom operators) and
+        a JAX result in reverse mode (``jax.grad``; see ``opendml.jax``)."""
 
 
 def _docstring(b, cls, array_type: str | None = None, result: str | None = None, home: str | None = None) -> str:
-    """The docstring of ``b``'s function; ``array_type``, ``result`` and ``home`` (the array's type, the
-    result's, and where it lies) replace the array API's for a function that converts its array
-    (``opendml.jax``'s)."""
+    """The docstring of ``b``'s function; ``array_type``, ``result`` and ``home`` (the array's type, the result's,
+    and where it lies) replace the array API's for a function that converts its array (``opendml.jax``'s)."""
     summary, _, params = b.doc.partition("\n\n    Parameters\n    ----------\n")
     row = _contract.supported_row(cls)
     many, multi = b.array == "arrays", _many_out(cls)
@@ -449,9 +428,8 @@ def _docstring(b, cls, array_type: str | None = None, result: str | None = None,
 
 
 def _generate(b, cls) -> Any:
-    """The array function ``b`` (a ``Binding``) declares: a real function (its own signature, docstring
-    and source, readable by ``inspect``), whose body offers the arguments as received to the C call cache
-    and else takes ``b.route`` with them."""
+    """The array function ``b`` (a ``Binding``) declares: a real function (its own signature, docstring and source, as
+    ``inspect`` reads them) whose body offers the arguments as received to the C call cache, else takes ``b.route``."""
     spec = ast.parse(f"def f({b.params}): pass").body[0].args
     if (spec.kwonlyargs and b.route != "index") or spec.vararg or spec.kwarg or spec.posonlyargs:
         raise TypeError(f"{b.function}: a binding's params are plain positional-or-keyword parameters "
@@ -467,11 +445,10 @@ def _generate(b, cls) -> Any:
                                    given=f"({', '.join(given)},)", offered=f"({', '.join(offered)},)")
     src = f"def {b.function}({array}, {b.params}) -> {result}:\n" + body
     if b.members:
-        # what Dynamo traces in the function's place (``_STAND_INS``) calls the second, which enters a graph
-        # whole, with the arguments read as enum members as ``_member`` tuples; it reads them back
-        # (``_unmember``), so their enum survives the graph. An eager call runs the function as it is. The
-        # stand-in passes the call's arguments on as given: Dynamo cannot hold every default (the
-        # generator's no-array one)
+        # what Dynamo traces in the function's place (``_STAND_INS``) calls the second, which enters a graph whole,
+        # with the arguments read as enum members as ``_member`` tuples; it reads them back (``_unmember``), so
+        # their enum survives the graph. An eager call runs the function as it is. The stand-in passes the call's
+        # arguments on as given: Dynamo cannot hold every default (the generator's no-array one)
         whole = f"_{b.function}_whole"
         places = [(n, [b.array, *positional].index(n) if n in positional else None) for n in b.members]
         src += (f"def {whole}({array}, {b.params}) -> {result}:\n"
@@ -504,8 +481,8 @@ def _member(value):
 
 
 class _Unreachable:
-    """A member of an enum ``_unmember`` cannot reach by its names (one defined in a function): no spelling
-    of any argument, shown as the member was."""
+    """A member of an enum ``_unmember`` cannot reach by its names (one defined in a function): no spelling of any
+    argument, shown as the member was."""
 
     def __init__(self, text: str):
         self.text = text
@@ -515,8 +492,8 @@ class _Unreachable:
 
 
 def _unmember(value):
-    """The enum member a ``_member`` tuple names (a stand-in showing it where its enum cannot be reached);
-    any other value as it is."""
+    """The enum member a ``_member`` tuple names (a stand-in showing it where its enum cannot be reached); any other
+    value as it is."""
     if type(value) is not tuple or len(value) != 5 or value[0] != _MEMBER:
         return value
     _, module, qualname, name, text = value
@@ -530,8 +507,8 @@ def _unmember(value):
 
 #: The first item of a ``_member`` tuple: a string no caller passes by chance.
 _MEMBER = f"\0opendml.member.{id(_unmember):x}"
-#: The function entering a graph whole -> (the array function, what Dynamo traces in its place), for the
-#: functions with arguments read as enum members (``_on_dynamo``).
+#: The function entering a graph whole -> (the array function, what Dynamo traces in its place), for functions
+#: with arguments read as enum members (``_on_dynamo``).
 _STAND_INS: dict = {}
 
 
@@ -539,10 +516,9 @@ _STAND_INS: dict = {}
 _BUILD: dict = {}
 #: The generated functions, by name, in the registry's order.
 FUNCTIONS: dict = {}
-#: Which functions take a sequence of arrays (``Binding.array == "arrays"``: JOIN), return a list (an
-#: operator with a list of outputs: SPLIT), are index functions (route "index": ``opendml::family`` runs them
-#: by ``index_run``), and which arguments are lists to snapshot (those the signature types as sequences), read
-#: from the bindings and the functions.
+#: Which functions take a sequence of arrays (``Binding.array == "arrays"``: JOIN), return a list (an operator with
+#: a list of outputs: SPLIT), are index functions (route "index": ``opendml::family`` runs them by ``index_run``),
+#: and which arguments are lists to snapshot (those the signature types as sequences).
 _SEQUENCES: set = set()
 _MULTI: set = set()
 _INDEX: set = set()
@@ -550,10 +526,9 @@ _SNAPSHOTS: dict = {}
 
 
 def bind(cls) -> Any:
-    """The array function ``cls``'s ``BINDING`` declares, generated and entered in every table a call
-    reads (the call cache's code, the builders, the snapshots, ``ADJOINT_API``, the functions that enter
-    a ``torch.compile`` graph whole). The registry's operators are bound as this module loads; an
-    operator registered later is bound by this."""
+    """The array function ``cls``'s ``BINDING`` declares, generated and entered in every table a call reads (the
+    call cache's code, the builders, the snapshots, ``ADJOINT_API``, the functions that enter a ``torch.compile``
+    graph whole). The registry's operators are bound as this module loads; one registered later is bound by this."""
     b = _contract.BINDING[cls.BINDING.function]
     name = b.function
     fn, whole, traced = _generate(b, cls)
@@ -578,17 +553,13 @@ def bind(cls) -> Any:
 def cpu_output_cache(limit: int | None = None) -> dict:
     """The CPU array API's output-block cache, and optionally a new size limit.
 
-    With the compiled CPU kernels, outputs of 1 MiB and up are put in memory
-    blocks that, once the output (and every view of it) is released, are kept
-    for the next output of a similar size: a fresh large allocation costs
-    page faults and zero-filling on first touch, about as much as the
-    operator itself. ``limit``, the new limit in bytes (the setting
-    ``opendml.configure(output_cache_bytes=...)``; 0 turns reuse off and
-    frees the blocks held), or None (the default) to leave it as it is.
-    Returns ``{'limit', 'blocks', 'bytes', 'hits', 'misses'}`` (ints): the
-    limit in bytes, the released blocks kept and their bytes, and the
-    cache's hit and miss counts (outputs that got a kept block, or did not);
-    all 0 with the NumPy kernels.
+    With the compiled CPU kernels, outputs of 1 MiB and up are put in memory blocks that, once the output (and every
+    view of it) is released, are kept for the next output of a similar size: a fresh large allocation costs page
+    faults and zero-filling on first touch, about as much as the operator itself. ``limit``: the new limit in bytes
+    (the setting ``opendml.configure(output_cache_bytes=...)``; 0 turns reuse off and frees the blocks held), or
+    None (the default) to leave it as it is. Returns ``{'limit', 'blocks', 'bytes', 'hits', 'misses'}`` (ints): the
+    limit in bytes, the released blocks kept and their bytes, and the cache's hit and miss counts (outputs that got
+    a kept block, or did not); all 0 with the NumPy kernels.
 
     Raises
     ------
@@ -632,9 +603,8 @@ _dispatch.front.new_shape = lambda op, x, args: _new(op, x, args)      # the one
 
 
 class _OnDynamo(importlib.abc.MetaPathFinder):
-    """A one-shot import hook telling Dynamo (``allow_in_graph``) about the
-    functions that enter a graph whole the moment it is imported, whatever
-    was imported first, without importing it here."""
+    """A one-shot import hook telling Dynamo (``allow_in_graph``) about the functions that enter a graph whole the
+    moment it is imported, whatever was imported first, without importing it here."""
 
     def find_spec(self, name, path=None, target=None):
         if name != "torch._dynamo":
@@ -653,10 +623,10 @@ class _OnDynamo(importlib.abc.MetaPathFinder):
 
 def _on_dynamo(module) -> None:
     """Tell ``torch._dynamo``, now imported, which functions enter a graph whole (those registered so far and
-    later), and what it traces in the place of those with arguments read as enum members: where a traced
-    frame calls the function, its stand-in (``torch.compiler.substitute_in_graph``: an eager call runs the
-    function as it is). A PyTorch without it (before 2.5; the PyTorch wing refuses any before
-    ``arrays.torch.dtypes.MIN_TORCH``) is left as it is."""
+    later), and what it traces in the place of those with arguments read as enum members: where a traced frame
+    calls the function, its stand-in (``torch.compiler.substitute_in_graph``: an eager call runs the function as it
+    is). A PyTorch without it (before 2.5; the PyTorch wing refuses any before ``arrays.torch.dtypes.MIN_TORCH``) is
+    left alone."""
     if not hasattr(importlib.import_module("torch.compiler"), "substitute_in_graph"):
         return
 

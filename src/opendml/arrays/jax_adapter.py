@@ -1,15 +1,11 @@
-"""JAX arrays, by one route (``run``) for every operator (what a user sees
-of it, and which code runs where: ``opendml.jax``'s docstring). An
-operator whose canonical form's array-API function ``f`` has a pure-``lax``
-form here, ``lax_f`` (``lax_unfold``, ``lax_fold``, ``lax_slice1``, SLICE's
-through it, ``lax_slice_grad``), runs it where a program is traced or
-compiled, and eagerly off ``KERNEL_PLATFORMS`` or on a GPU without CuPy
-(where the others run on the host). A traced call of an operator without
-one runs the same ``Call`` on NumPy views through ``jax.pure_callback``
-(``vmap_method="sequential"``), the output shapes read from the
-description built on the abstract shapes. Where the operator is linear for
-the dtypes, it is a ``jax.custom_vjp`` (named ``opendml_<op>`` in jaxprs)
-whose backward is the operator module's ``adjoint`` through the array API.
+"""JAX arrays, by one route (``run``) for every operator (what a user sees of it, and which code runs where:
+``opendml.jax``'s docstring). An operator whose canonical form's array-API function ``f`` has a pure-``lax`` form
+here, ``lax_f`` (``lax_unfold``, ``lax_fold``, ``lax_slice1``, SLICE's through it, ``lax_slice_grad``), runs it
+where a program is traced or compiled, and eagerly off ``KERNEL_PLATFORMS`` or on a GPU without CuPy (where the
+others run on the host). A traced call of an operator without one runs the same ``Call`` on NumPy views through
+``jax.pure_callback`` (``vmap_method="sequential"``), the output shapes read from the description built on the
+abstract shapes. Where the operator is linear for the dtypes, it is a ``jax.custom_vjp`` (named ``opendml_<op>`` in
+jaxprs) whose backward is the operator module's ``adjoint`` through the array API.
 """
 from __future__ import annotations
 
@@ -61,9 +57,8 @@ def run(call, arrays) -> list:
 
 
 def _static(call, xs):
-    """``call`` validated on the arrays' (abstract) shapes and dtypes, as a
-    static argument."""
-    # the arrays' dtypes and ranks were checked by the array API (``_contract.check_inputs``)
+    """``call`` validated on the arrays' (abstract) shapes and dtypes, as a static argument (the array API checked
+    their dtypes and ranks, ``_contract.check_inputs``)."""
     desc = call.describe_arrays([np.dtype(x.dtype) for x in xs], [tuple(x.shape) for x in xs])
     _check_x64(call.name, (t.data_type.numpy_dtype for t in desc.outputs))
     return _Static(desc, call)
@@ -78,9 +73,8 @@ def _check_x64(name: str, dtypes) -> None:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Static:
-    """The validated description as ``custom_vjp``'s static argument (hashed
-    and compared by value), with the call that made it (which runs it again
-    on other arrays)."""
+    """The validated description as ``custom_vjp``'s static argument (hashed and compared by value), with the call
+    that made it (which runs it again on other arrays)."""
     desc: Any
     call: Any = dataclasses.field(compare=False)
 
@@ -98,9 +92,8 @@ def _forward(p, xs) -> tuple:
 
 
 def _concrete(call, xs, p=None) -> tuple:
-    """``call`` on concrete arrays, where the first array that says where it
-    lies does (a NumPy residual says nothing); ``p``: its static argument, if
-    made (else made where needed)."""
+    """``call`` on concrete arrays, where the first array that says where it lies does (a NumPy residual says
+    nothing); ``p``: its static argument, if made (else made where needed)."""
     devices = next((x.devices() for x in xs if hasattr(x, "devices")), None) or {jax.devices("cpu")[0]}
     if len(devices) != 1:
         raise UnsupportedError(f"{call.name}: a JAX array on {len(devices)} devices (sharded) is not supported; "
@@ -172,14 +165,11 @@ def _zero(dtype):
 
 
 def lax_unfold(x, window, strides, dilations, start_padding, end_padding):
-    """UNFOLD: ``(N, C, *S) -> (N, C * prod(window), prod(blocks))``, row ``c *
-    K + k``, from the zero-padded input by strided slices. Two forms of the
-    same copy: XLA's CPU code runs the one that takes the spatial axes one at
-    a time faster (about 1.2x in 2-D and 2.4x in 3-D on 16 cores); its GPU
-    code runs the one that stacks the K window slices at once faster in 2-D
-    (about 1.2-1.4x on an H100), but not in 3-D (``python -m
-    benchmarks.jax_ops --variants``). Under jit only the branch of the
-    platform compiled for is lowered."""
+    """UNFOLD: ``(N, C, *S) -> (N, C * prod(window), prod(blocks))``, row ``c * K + k``, from the zero-padded input by
+    strided slices. Two forms of the same copy: XLA's CPU code runs the one taking the spatial axes one at a time
+    faster (about 1.2x in 2-D and 2.4x in 3-D on 16 cores); its GPU code runs the one stacking the K window slices
+    at once faster in 2-D (about 1.2-1.4x on an H100), but not in 3-D (``python -m benchmarks.jax_ops
+    --variants``). Under jit only the branch of the platform compiled for is lowered."""
     args = (window, strides, dilations, start_padding, end_padding)
     if len(window) == 2:
         return lax.platform_dependent(x, cpu=lambda x: _unfold_by_axis(x, *args),
@@ -206,9 +196,8 @@ def _unfold_stacked(x, window, strides, dilations, start_padding, end_padding):
 
 
 def _unfold_by_axis(x, window, strides, dilations, start_padding, end_padding):
-    """One spatial axis at a time: axis a's window slices are stacked on a new
-    axis placed after the window axes already made, so the result is already
-    laid out (N, C, k_0..k_{d-1}, b_0..b_{d-1})."""
+    """One spatial axis at a time: axis a's window slices are stacked on a new axis placed after the window axes
+    already made, so the result is laid out (N, C, k_0..k_{d-1}, b_0..b_{d-1})."""
     n, c, *spatial = x.shape
     blocks = blocks_per_dimension(spatial, window, strides, dilations, start_padding, end_padding)
     y = _padded(x, start_padding, end_padding)
@@ -224,11 +213,9 @@ def _unfold_by_axis(x, window, strides, dilations, start_padding, end_padding):
 
 
 def lax_fold(cols, out_spatial, window, strides, dilations, start_padding, end_padding):
-    """FOLD: ``(N, C * prod(window), prod(blocks)) -> (N, C, *out_spatial)``.
-    Term k (row-major) is window element k's columns spread to where they
-    land (``lax.pad`` with interior padding; negative edge padding crops the
-    start and end padding), and the terms are added in increasing k. float16
-    sums in float32 and rounds once; integers wrap."""
+    """FOLD: ``(N, C * prod(window), prod(blocks)) -> (N, C, *out_spatial)``. Term k (row-major) is window element
+    k's columns spread to where they land (``lax.pad`` with interior padding; negative edge padding crops the start
+    and end padding), the terms added in increasing k. float16 sums in float32 and rounds once; integers wrap."""
     n, rows, _ = cols.shape[-3:]                  # the input may lead with 1s
     kk = math.prod(window)
     c = rows // kk
@@ -246,8 +233,7 @@ def lax_fold(cols, out_spatial, window, strides, dilations, start_padding, end_p
         term = lax.pad(terms[:, :, i], zero, config)
         total = term if total is None else total + term
     if acc.kind == "f":
-        # The definition starts from +0; so a sum that is zero is +0 (XLA may
-        # drop an explicit ``0 +``, so turn -0 into +0 here: the same bits).
+        # The definition starts from +0, so a zero sum is +0 (XLA may drop an explicit ``0 +``: -0 turned to +0).
         total = jnp.where(total == zero, zero, total)
     return lax.convert_element_type(total, dtype)
 
@@ -259,9 +245,8 @@ def _window_walk(offsets, sizes, strides, out_sizes):
 
 
 def lax_slice1(x, offsets, sizes, strides, out_sizes=None):
-    """SLICE1: ``out[c] = x[start + strides * c]`` (start at the window's end
-    where the stride is negative): a strided slice, reversed on those axes;
-    ``out_sizes`` defaults to every element the window reaches."""
+    """SLICE1: ``out[c] = x[start + strides * c]`` (start at the window's end where the stride is negative): a
+    strided slice, reversed on those axes; ``out_sizes`` defaults to every element the window reaches."""
     if out_sizes is None:
         out_sizes = [max_copied_elements(w, t) for w, t in zip(sizes, strides)]
     first, step, rev = _window_walk(offsets, sizes, strides, out_sizes)
@@ -270,8 +255,8 @@ def lax_slice1(x, offsets, sizes, strides, out_sizes=None):
 
 
 def lax_slice_grad(g, input_sizes, offsets, sizes, strides):
-    """SLICE_GRAD: zeros of ``input_sizes`` with ``g`` where SLICE1 reads:
-    ``lax.pad`` with interior padding (after reversing the negative axes)."""
+    """SLICE_GRAD: zeros of ``input_sizes`` with ``g`` where SLICE1 reads: ``lax.pad`` with interior padding (after
+    reversing the negative axes)."""
     first, step, rev = _window_walk(offsets, sizes, strides, g.shape)
     g = lax.rev(g, rev) if rev else g
     return lax.pad(g, _zero(g.dtype), [(f, s - f - (m - 1) * t - 1, t - 1)
@@ -279,10 +264,9 @@ def lax_slice_grad(g, input_sizes, offsets, sizes, strides):
 
 
 def _lax(desc):
-    """The pure-lax form of ``desc`` (a function of the array), or None where
-    its operator has none: ``lax_<function>`` above, named after the
-    array-API function of its canonical description (a SLICE's is a SLICE1),
-    on that description's arguments."""
+    """The pure-lax form of ``desc`` (a function of the array), or None where its operator has none:
+    ``lax_<function>`` above, named after the array-API function of its canonical description (a SLICE's is a
+    SLICE1), on that description's arguments."""
     canonical = getattr(desc, "canonical", None)
     if canonical is not None:
         desc = canonical()

@@ -1,8 +1,6 @@
-"""NumPy arrays as the kernels read them (``as_input``) and the prefault
-rule for fresh outputs (``prefault``), and an array's words as the kernels
-read them (``words``). NumPy arrays take the move program
-(``engine.run_numpy``) for every operator, as do PyTorch CPU tensors through
-NumPy views of them."""
+"""NumPy arrays (``as_input``) and an array's words (``words``) as the kernels read them, and the prefault rule for
+fresh outputs (``prefault``). NumPy arrays take the move program (``engine.run_numpy``) for every operator, as do
+PyTorch CPU tensors through NumPy views of them."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,16 +8,14 @@ import numpy as np
 from ..model.errors import ValidationError
 from ..runtime.cpu import WORDS
 
-#: Fresh outputs this large are faulted in by the calling thread before a
-#: threaded CPU kernel writes them (``prefault``).
+#: Fresh outputs this large are faulted in by the calling thread before a threaded CPU kernel writes them.
 PREFAULT_BYTES = 4 << 20
 
 
 def prefault(backend, out: np.ndarray, fresh: bool) -> bool:
-    """Whether the CPU ``backend``'s threads write ``out``, an output this
-    large; a ``fresh`` one's pages are then faulted in from this thread first:
-    on Linux, threads faulting in one new (huge-page advised) mapping at once
-    can stall each other for tens of milliseconds."""
+    """Whether the CPU ``backend``'s threads write ``out``; a ``fresh`` one's pages are then faulted in from this thread
+    first: on Linux, threads faulting in one new (huge-page advised) mapping at once can stall each other for tens
+    of milliseconds."""
     threaded = out.nbytes >= PREFAULT_BYTES and backend.threads > 1
     if fresh and threaded:
         out.reshape(-1).view(np.uint8)[::4096] = 0
@@ -27,9 +23,8 @@ def prefault(backend, out: np.ndarray, fresh: bool) -> bool:
 
 
 def as_input(x: np.ndarray) -> np.ndarray:
-    """``x`` as an array the kernels can read: little-endian, not masked, a
-    plain ndarray (a subclass such as np.matrix stays 2-D when the NumPy
-    kernels flatten it)."""
+    """``x`` as an array the kernels can read: little-endian, not masked, a plain ndarray (a subclass such as
+    np.matrix stays 2-D when the NumPy kernels flatten it)."""
     if type(x) is np.ndarray and x.dtype.isnative and np.little_endian:
         return x
     if isinstance(x, np.ma.MaskedArray):

@@ -1,22 +1,17 @@
-"""The planner: an array's layout (shape, byte strides, element size) plus an
-operator call (``engine.Call``) become a validated description and its plan.
-The input is read where it lies: axes with negative strides are turned
-around so the lowest address is the plan's origin.
+"""The planner: an array's layout (shape, byte strides, element size) plus an operator call (``engine.Call``) become
+a validated description and its plan. The input is read where it lies: axes with negative strides are turned around
+so the lowest address is the plan's origin.
 
-The move cache: the family's Python-level call cache, behind the C call
-cache (``runtime.calls.move``), serving what that one cannot key (a NumPy
-scalar argument) and the NumPy kernels; a hit here also records the call in
-the C cache. A first call that succeeds is recorded under ``(function, its
-arguments frozen exactly, per input (dtype, shape, byte strides))``: the
-description, its move program, the outputs' shapes and dtypes and, with the
-compiled kernels, each pass's kernel and parameter bytes (``kernel_steps``),
-so a repeat allocates its outputs and replays the kernels.
+The move cache: the family's Python-level call cache, behind the C call cache (``runtime.calls.move``), serving what
+that one cannot key (a NumPy scalar argument) and the NumPy kernels; a hit here also records the call in the C cache.
+A first call that succeeds is recorded under ``(function, its arguments frozen exactly, per input (dtype, shape,
+byte strides))``: the description, its move program, the outputs' shapes and dtypes and, with the compiled kernels,
+each pass's kernel and parameter bytes (``kernel_steps``), so a repeat allocates its outputs and replays the kernels.
 
-Never cached, so that no answer or error changes: a call that raised; an
-argument ``freeze`` cannot key exactly; arrays that are not exactly
-``numpy.ndarray``, of a non-native byte order, or copied first. Entries
-hold the CPU backend they were prepared on; every ``opendml.configure()``
-empties the cache and ``configure(call_cache=False)`` turns it off.
+Never cached, so that no answer or error changes: a call that raised; an argument ``freeze`` cannot key exactly;
+arrays that are not exactly ``numpy.ndarray``, of a non-native byte order, or copied first. Entries hold the CPU
+backend they were prepared on; every ``opendml.configure()`` empties the cache and ``configure(call_cache=False)``
+turns it off.
 """
 from __future__ import annotations
 
@@ -45,9 +40,8 @@ __all__ = ["Layout", "array_layout", "count_planned",
 @stored_init
 @dataclasses.dataclass(frozen=True)
 class Layout:
-    """Signed element strides of an array and its origin: the element offset of
-    index 0 from the array's lowest-addressed element; ``span`` elements from
-    the lowest address hold every element; ``flips`` marks negative axes."""
+    """Signed element strides of an array and its origin (the element offset of index 0 from the lowest-addressed
+    element); ``span`` elements from the lowest address hold every element; ``flips`` marks negative axes."""
     strides: tuple[int, ...]
     origin: int
     span: int
@@ -55,8 +49,8 @@ class Layout:
 
 
 def array_layout(shape, byte_strides, itemsize: int) -> Layout | None:
-    """The layout, or None when a byte stride is not a whole number of elements
-    along an axis of more than one element (the caller then copies the array)."""
+    """The layout, or None when a byte stride is not a whole number of elements along an axis of more than one
+    element (the caller then copies the array)."""
     strides = []
     origin = 0
     span = 1
@@ -86,8 +80,7 @@ def logical_desc(dtype, shape) -> TensorDesc:
 
 
 class _Lru:
-    """A bounded, thread-safe LRU map counting hits and misses (an entry made
-    on another CPU backend than the one asked for is a miss)."""
+    """A bounded, thread-safe LRU map counting hits and misses (an entry made on another CPU backend is a miss)."""
 
     def __init__(self, size: int, entries: str):
         self.size, self._name = size, entries
@@ -131,8 +124,7 @@ _planned_lock = threading.Lock()
 
 
 def count_planned() -> None:
-    """Count a call the C new-shape route ran as a plan-cache miss (it was
-    validated and planned)."""
+    """Count a call the C new-shape route ran as a plan-cache miss (it was validated and planned)."""
     next(_PLANNED)
 
 
@@ -144,15 +136,12 @@ def _planned() -> int:
 
 
 def plan_cache_info() -> dict:
-    """``{'size', 'plans', 'hits', 'misses', 'call_cache'}``: the most plans
-    the plan cache keeps (``CACHE_SIZE``) and the plans it holds (the move
-    cache: every operator's planned call on NumPy's route); the calls that
-    reused a plan, plus those the call cache served; the lookups that found
-    no plan (the call was then validated and planned), plus the calls planned
-    without a lookup (the C new-shape route, or the call cache's C lowering
-    at its miss: its ``planned``); and the call cache's own counts
-    (``{'enabled', 'numpy', 'entries', 'hits', 'misses', 'planned',
-    'front'}``, see ``opendml.runtime.calls``)."""
+    """``{'size', 'plans', 'hits', 'misses', 'call_cache'}``: the most plans the plan cache keeps (``CACHE_SIZE``)
+    and the plans it holds (the move cache: every operator's planned call on NumPy's route); the calls that reused a
+    plan, plus those the call cache served; the lookups that found no plan (the call was then validated and
+    planned), plus the calls planned without a lookup (the C new-shape route, or the call cache's C lowering at its
+    miss: its ``planned``); and the call cache's own counts (``{'enabled', 'numpy', 'entries', 'hits', 'misses',
+    'planned', 'front'}``, see ``opendml.runtime.calls``)."""
     info = _MOVES.info()
     info["plans"] = info.pop("entries")
     info["misses"] += _planned()
@@ -174,9 +163,8 @@ _NUMPY_SCALARS = (np.integer, np.floating, np.bool_)
 
 
 def freeze(value):
-    """A hashable form of one argument, equal only for arguments that give the
-    same call (types exactly: 1, 1.0, True and np.int64(1) differ), or
-    ``UNKEYABLE``."""
+    """A hashable form of one argument, equal only for arguments that give the same call (types exactly: 1, 1.0,
+    True and np.int64(1) differ), or ``UNKEYABLE``."""
     t = type(value)
     if value is None:
         return None
@@ -195,16 +183,14 @@ def freeze(value):
 
 
 def call_key(name: str, *args):
-    """The function's part of a key: its name and its (already snapshotted or
-    resolved) arguments frozen, or None when one cannot be frozen."""
+    """The function's part of a key: its name and (snapshotted or resolved) arguments frozen; None if one can't be."""
     frozen = tuple(map(freeze, args))
     return None if any(f is UNKEYABLE for f in frozen) else (name, frozen)
 
 
 def array_key(arrays):
-    """The arrays' part of a key: (dtype, shape, byte strides) of each, or None
-    when one is not exactly a ``numpy.ndarray`` of a native byte order (what
-    ``numpy_adapter.as_input`` passes through unchanged)."""
+    """The arrays' part of a key: (dtype, shape, byte strides) of each, or None when one is not exactly a
+    ``numpy.ndarray`` of a native byte order (what ``numpy_adapter.as_input`` passes through unchanged)."""
     if not np.little_endian:
         return None
     key = []
@@ -222,8 +208,8 @@ Entry = collections.namedtuple("Entry", "backend desc plan outs offsets steps")
 
 
 class _Capture:
-    """Stands in for the CPU backend while its compiled move pass is built:
-    the launch comes back as ``(kernel, parameter bytes, threads)``."""
+    """Stands in for the CPU backend while its compiled move pass is built: the launch comes back as ``(kernel,
+    parameter bytes, threads)``."""
 
     __slots__ = ("_native", "_threads")
 
@@ -235,13 +221,11 @@ class _Capture:
 
 
 def kernel_steps(backend, plan, srcs, dsts, tuned: bool = False):
-    """Each running pass of ``plan`` as the compiled kernel the CPU ``backend``
-    runs: ``(kernel, parameter bytes, threads, kind, source, destination)``,
-    ``kind`` as ``runtime.calls.put_move`` takes it (0 a move copy, 1 a move
-    fill, ``TUNED`` + the kernel's code where ``tuned`` (the first five) and
-    the plan is one tuned pass: its copy, windows, window_sums or scatter kernel, as
-    ``CpuBackend.runner`` gives it); None where a pass has no compiled kernel (or the backend runs the NumPy
-    kernels)."""
+    """Each running pass of ``plan`` as the compiled kernel the CPU ``backend`` runs: ``(kernel, parameter bytes,
+    threads, kind, source, destination)``, ``kind`` as ``runtime.calls.put_move`` takes it (0 a move copy, 1 a move
+    fill, ``TUNED`` + the kernel's code where ``tuned`` (the first five) and the plan is one tuned pass: its copy,
+    windows, window_sums or scatter kernel, as ``CpuBackend.runner`` gives it); None where a pass has no compiled
+    kernel (or the backend runs the NumPy kernels)."""
     if backend._native is None:
         return None
     if tuned and plan.kernel_plan() is not None:
@@ -272,8 +256,7 @@ _MOVES = _Lru(CACHE_SIZE, "entries")
 
 
 def lookup(key, backend) -> Entry | None:
-    """The entry for ``key`` if it was prepared on ``backend`` (the CPU backend
-    in force), else None."""
+    """The entry for ``key`` if it was prepared on ``backend`` (the CPU backend in force), else None."""
     return _MOVES.get(key, backend)
 
 

@@ -1,28 +1,21 @@
-"""DxDispatch models: Microsoft's JSON format for running DirectML operators,
-run by opendml on the CPU or a CUDA GPU.
+"""DxDispatch models (Microsoft's JSON format for running DirectML operators), run by opendml on the CPU or a CUDA GPU.
 
-A model has ``resources`` (byte buffers with initial values), ``dispatchables``
-(DirectML operators, ``"type": "DML_OPERATOR_SLICE1"``, whose ``desc`` uses
-DirectML's field names) and ``commands`` run in order (``dispatch`` with
-``bindings``, ``print``, ``writeFile``). The format is DxDispatch's
-(``DxDispatch/doc/Guide.md`` in microsoft/DirectML)::
+A model has ``resources`` (byte buffers with initial values), ``dispatchables`` (DirectML operators, ``"type":
+"DML_OPERATOR_SLICE1"``, their ``desc`` in DirectML's field names) and ``commands`` run in order (``dispatch`` with
+``bindings``, ``print``, ``writeFile``), in DxDispatch's format (``DxDispatch/doc/Guide.md`` in microsoft/DirectML)::
 
     results = opendml.dxdispatch.run("model.json", device="cpu", feature_level="6_4")
     results["output"]     # every resource after the last command: a 1-D array of
                           # its initialValuesDataType holding the whole buffer
 
-The model runs as DxDispatch runs it: every resource allocated and
-initialised, every dispatchable created, compiled and initialised, every
-command's bindings resolved and checked by DirectML's binding rules
-(``elementOffset``/``elementCount`` in units of ``elementSizeInBytes``,
-default the resource's type's size), then the commands in order. Bytes no
-output element covers keep their values; no file is written before every
-command has run.
+The model runs as DxDispatch runs it: every resource allocated and initialised, every dispatchable created, compiled and
+initialised, every command's bindings resolved and checked by DirectML's binding rules
+(``elementOffset``/``elementCount`` in units of ``elementSizeInBytes``, by default the resource's type's size), then the
+commands in order. Bytes no output element covers keep their values; no file is written before every command has run.
 
-The operator descriptions are read generically from ``opendml.ops``: each
-operator there is dispatchable, and an operator DirectML has but opendml does
-not raises ``UnsupportedError`` naming it. Errors name the resource,
-dispatchable or command, the field and the rule.
+The operator descriptions are read generically from ``opendml.ops``, each operator there dispatchable; one DirectML has
+but opendml does not raises ``UnsupportedError`` naming it. Errors name the resource, dispatchable or command, the field
+and the rule.
 """
 from __future__ import annotations
 
@@ -49,11 +42,9 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
         max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, np.ndarray]:
     """Run a DxDispatch model; return every resource after its last command.
 
-    File initialisers and writeFile targets are relative to ``base_dir`` and
-    must stay inside it. A writeFile command copies its resource to a
-    temporary file beside its target when it runs; the targets are written
-    once every command has run. Errors are ``DmlError`` subclasses naming
-    the resource, dispatchable or command.
+    File initialisers and writeFile targets are relative to ``base_dir`` and must stay inside it. A writeFile command
+    copies its resource to a temporary file beside its target as it runs; targets are written once every command has
+    run. Errors are ``DmlError`` subclasses naming the resource, dispatchable or command.
 
     Parameters
     ----------
@@ -62,15 +53,12 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
     device : str or Device, optional
         ``"cpu"`` (the default), ``"cuda"``, ``"cuda:N"``, or a ``Device``.
     feature_level : str, FeatureLevel or None, optional
-        The level every dispatchable is validated at, such as ``"6_4"``.
-        None (the default): the ``Device``'s level, or 6_4 for a device
-        given by name. With a ``Device`` it must equal the device's level.
+        The level every dispatchable is validated at, such as ``"6_4"``. None (the default): the ``Device``'s level, or
+        6_4 for a device given by name; with a ``Device``, it must be the device's.
     base_dir : str, os.PathLike or None, optional
-        The folder file paths are relative to (default: the model file's
-        folder, or the current folder for a dict).
+        The folder file paths are relative to (default: the model file's, or the current folder for a dict).
     out : file-like or None, optional
-        Where ``print`` commands and writeFile notices go (default
-        ``sys.stdout``).
+        Where ``print`` commands and writeFile notices go (default: ``sys.stdout``).
     max_bytes : int, optional
         The most bytes the resources may take in all (default
         ``DEFAULT_MAX_BYTES``, 2 GiB; the run holds them and a few MiB more);
@@ -79,28 +67,22 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
     Returns
     -------
     dict[str, numpy.ndarray]
-        Every resource by name, after the last command: a 1-D array of its
-        initialValuesDataType over the whole buffer (UINT8 bytes for a list
-        initialiser of mixed types); on the CPU a view of the buffer's own
-        memory (no copy is made).
+        Every resource by name, after the last command: a 1-D array of its initialValuesDataType over the whole buffer
+        (UINT8 bytes for a list initialiser of mixed types); on the CPU a view of the buffer's own memory (no copy).
 
     Raises
     ------
     ModelError
-        (a ``ValidationError``) If the model is malformed or cannot be read:
-        bad JSON (the literals NaN and Infinity and numbers too big for a
-        double included), a model file that is not a regular file or is over
-        ``model_limit(max_bytes)``, a missing or unknown key, a bad value, a
-        file path outside the model's folder, a .npy file whose header is cut
-        short or malformed, resources over ``max_bytes``, a writeFile that
-        fails.
+        (a ``ValidationError``) If the model is malformed or unreadable: bad JSON (the literals NaN and Infinity and
+        numbers too big for a double included), a model file not regular or over ``model_limit(max_bytes)``, a missing
+        or unknown key, a bad value, a file path outside the model's folder, a .npy header cut short or malformed,
+        resources over ``max_bytes``, a failing writeFile.
     ValidationError
-        If a dispatchable's description breaks an operator rule, or
-        ``feature_level`` is unknown or differs from the given ``Device``'s.
+        If a dispatchable's description breaks an operator rule, or ``feature_level`` is unknown or not the given
+        ``Device``'s.
     UnsupportedError
-        If a dispatchable is not an operator opendml has (or not a DirectML
-        operator), needs a higher feature level, or the device cannot be
-        used (such as ``"cuda"`` without CUDA).
+        If a dispatchable is not an operator opendml has (or no DirectML operator), needs a higher feature level, or the
+        device is unusable (``"cuda"`` without CUDA).
     BindingError
         If a binding breaks DirectML's binding rules (alignment, range,
         size, overlap).
@@ -154,9 +136,7 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
     # 3. every command checked (bindings by DirectML's rules) before any runs
     commands = [_parse_command(i, c, dispatchables, resources, folder) for i, c in enumerate(obj["commands"])]
 
-    # 4. the commands, in order: prints stream to `out`; each writeFile
-    # snapshots its resource into a temporary file beside its target, moved
-    # there once every command has run
+    # 4. the commands, in order: prints stream to `out`; writeFile targets are written at the end (``PendingWrites``)
     writes = PendingWrites()
     try:
         for kind, where, details in commands:

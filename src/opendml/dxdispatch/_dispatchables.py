@@ -43,10 +43,9 @@ _TENSOR_FIELDS = ("Type", "Desc", *TENSOR_FIELDS)
 
 
 def _tensor_json(obj, where: str) -> dict:
-    """A DML_TENSOR_DESC of a model in opendml's JSON form: the ``{"Type",
-    "Desc"}`` wrapper unwrapped, Flags written as one name or a list of names
-    OR-ed together, TotalTensorSizeInBytes 0 meaning "computed" and an empty
-    Strides meaning packed (as DxDispatch reads them)."""
+    """A model's DML_TENSOR_DESC in opendml's JSON form, read as DxDispatch reads it: the ``{"Type", "Desc"}``
+    wrapper unwrapped, Flags one name or a list of names OR-ed together, TotalTensorSizeInBytes 0 "computed", an
+    empty Strides packed."""
     _check_keys(obj, _TENSOR_FIELDS, where)
     if "Type" in obj:
         t = obj["Type"]
@@ -83,11 +82,9 @@ def _tensor_json(obj, where: str) -> dict:
 
 
 def _desc_json(cls, desc, where: str) -> dict:
-    """A model's ``desc`` in opendml's JSON form (``jsonform``): every tensor
-    field must be there; tensors are read as DxDispatch reads them; FLOAT
-    values may be "nan", "inf" or "-inf"; a scalar union typed FLOAT16 or
-    FLOAT32 is rounded as DxDispatch stores it (FLOAT16 through FLOAT32), and
-    FLOAT16 may also be given as its bits, ``{"UInt16": 15360}``."""
+    """A model's ``desc`` in opendml's JSON form (``jsonform``): every tensor field given, each read as DxDispatch
+    reads it; FLOAT values may be "nan", "inf" or "-inf"; a scalar union typed FLOAT16 or FLOAT32 is rounded as
+    DxDispatch stores it (FLOAT16 through FLOAT32), FLOAT16 also given as its bits, ``{"UInt16": 15360}``."""
     if not isinstance(desc, dict):
         raise ModelError(f"{where}: must be an object; got {_type_name(desc)}")
     allowed = (*(s.json for s in cls.SLOTS), *cls.COUNTS, *(f.json for f in cls.FIELDS))
@@ -290,8 +287,8 @@ def _slot_bindings(d: _Dispatchable, bindings, resources: dict, where: str, *, i
 
 
 def _name_tensors(message: str, desc) -> str:
-    """A binding message of ``Device`` ("input 0 ...") with each tensor's
-    field named as well: "input 0 (InputTensors[0]) ..."."""
+    """A binding message of ``Device`` ("input 0 ...") with each tensor's field named too: "input 0 (InputTensors[0])
+    ..."."""
     names = {"input": [n for n, _ in desc.named_tensors("input")],
              "output": [n for n, _ in desc.named_tensors("output")]}
 

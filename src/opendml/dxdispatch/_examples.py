@@ -52,13 +52,10 @@ def _example_arrays(example: dict, key: str, desc, side: str) -> list:
 
 
 def example_model(example: dict) -> dict:
-    """A bundled ``opendml run`` example (its JSON form, with ``Input``/``Inputs``
-    or the pages' default input 1..N or 0..N-1) as a DxDispatch model: one
-    resource per input tensor (its buffer, laid out by the tensor's strides),
-    one per output tensor (zeros over its TotalTensorSizeInBytes), one
-    dispatchable named after the example, a dispatch and a print of each
-    output. The resources are ``input``/``output``, or ``input0``, ``input1``...
-    where an operator has several."""
+    """A bundled ``opendml run`` example (its JSON form, with ``Input``/``Inputs`` or the pages' default input 1..N or
+    0..N-1) as a DxDispatch model: one resource per input tensor (its buffer, laid out by the tensor's strides), one
+    per output tensor (zeros over its TotalTensorSizeInBytes), one dispatchable named after the example, a dispatch and
+    a print of each output (resource names: ``_example_names``)."""
     desc = from_json(example)
     in_names, out_names = _example_names(desc)
     resources = {}
@@ -80,8 +77,7 @@ def example_model(example: dict) -> dict:
             continue
         it = names[slot.role]
         tensors = value if slot.many else (value,)
-        # an input slot holding an OWNED_BY_DML tensor is bound once, at
-        # initialisation (the dispatchable's "bindings"), not by the dispatch
+        # an OWNED_BY_DML input is bound once, at initialisation (the dispatchable's "bindings"), not by the dispatch
         where = owned if slot.role == "input" and any(
             t is not None and t.flags & TensorFlags.OWNED_BY_DML for t in tensors) else bindings
         where[slot.json] = [next(it) for _ in value] if slot.many else next(it)

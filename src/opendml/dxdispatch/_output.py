@@ -37,8 +37,8 @@ def _display(text: str, out) -> str:
     return json.dumps(text)[1:-1]
 
 
-#: Elements a print command formats at once (their text is written to the
-#: stream, then dropped): printing holds one piece's text, never the whole.
+#: Elements a print command formats at once (their text is written to the stream, then dropped): printing holds one
+#: piece's text, never the whole.
 PRINT_ELEMENTS = 1 << 16
 
 #: Bytes read from a buffer at once to print it or write it to a file.
@@ -68,11 +68,10 @@ def _resource_text(name: str, pieces, count: int, dtype: np.dtype, verbose: bool
 
 
 def format_resource(name: str, values: np.ndarray, verbose: bool = False) -> str:
-    """A ``print`` command's text, as DxDispatch writes it: ``Resource 'NAME': 1, 2, 3``
-    (C++ stream formatting: floats with 6 significant digits, ``%g``); verbose:
-    one ``[index] value (0xBITS)`` line per element. INT8 and UINT8 print as
-    numbers (DxDispatch's stream prints them as characters). (A model's
-    ``print`` writes the same text to its stream piece by piece.)"""
+    """A ``print`` command's text as DxDispatch writes it: ``Resource 'NAME': 1, 2, 3`` (C++ stream formatting:
+    floats with 6 significant digits, ``%g``); verbose: a ``[index] value (0xBITS)`` line per element. INT8 and UINT8
+    print as numbers (DxDispatch's stream prints characters). (A model's ``print`` streams the same text piece by
+    piece.)"""
     values = np.asarray(values).reshape(-1)
     if values.dtype.kind not in "biuf":
         raise TypeError(f"format_resource: values must be an array of numbers; got {values.dtype} elements")
@@ -88,8 +87,7 @@ def host_bytes(buffer) -> np.ndarray | None:
 
 
 def buffer_pieces(buffer, nbytes: int, dtype: np.dtype, step_bytes: int = READ_BYTES):
-    """The first ``nbytes`` of ``buffer`` (a whole number of ``dtype``
-    elements) as ``(first index, elements)`` pieces of at most
+    """``buffer``'s first ``nbytes`` (whole ``dtype`` elements) as ``(first index, elements)`` pieces of at most
     ``step_bytes``: views of a CPU buffer's memory, else read piece by piece."""
     host = host_bytes(buffer)
     step = max(step_bytes // dtype.itemsize, 1) * dtype.itemsize
@@ -122,13 +120,10 @@ def resource_array(r) -> np.ndarray:
 
 
 class PendingWrites:
-    """The writeFile commands of a run: each resource's bytes are written
-    when its command runs, piece by piece, to a hidden temporary file beside
-    its target (a snapshot that takes no memory); ``commit`` moves every one
-    onto its target once all commands have run; ``discard`` (on any failure)
-    removes them and the folders made for them. A target never holds a
-    half-written file, and nothing is written to a target before every
-    command has run. Missing folders are made, as DxDispatch makes them."""
+    """A run's writeFile commands: each writes its resource's bytes as it runs, piece by piece, to a hidden temporary
+    file beside its target (a snapshot taking no memory); ``commit`` moves each onto its target after the last
+    command; ``discard`` (on any failure) removes them and the folders made for them. No target holds a half-written
+    file or is written before every command has run. Missing folders are made, as DxDispatch makes them."""
 
     def __init__(self):
         self.files: list[tuple[str, str, str]] = []      # (resource name, temporary file, target)
@@ -209,11 +204,9 @@ def _file_name_problem(name: str) -> str | None:
 
 
 def check_output_dir(directory: str | os.PathLike, names) -> str:
-    """Check, before a model runs, that every resource can be written as
-    ``DIRECTORY/NAME.npy``: the folder exists or its parent does, the one
-    that exists can be written (a temporary folder is made in it and
-    removed), and every name makes a file name. Returns the folder's
-    absolute path."""
+    """Check before a model runs that every resource can be written as ``DIRECTORY/NAME.npy``: the folder or its
+    parent exists, the existing one is writable (a temporary folder is made in it and removed), every name makes a
+    file name. Returns the folder's absolute path."""
     if not isinstance(directory, (str, os.PathLike)):
         raise TypeError(f"the output folder must be a str or os.PathLike; got {type(directory).__name__}")
     directory = os.path.abspath(os.fspath(directory))
@@ -235,9 +228,8 @@ def check_output_dir(directory: str | os.PathLike, names) -> str:
 
 
 def write_resources(results: dict[str, np.ndarray], directory: str | os.PathLike) -> list[str]:
-    """Write every array of ``results`` as ``DIRECTORY/NAME.npy``, all or none:
-    the files are written into a temporary folder first, then moved (a new
-    ``DIRECTORY`` is the temporary folder renamed). Returns the paths."""
+    """Write every array of ``results`` as ``DIRECTORY/NAME.npy``, all or none: into a temporary folder first, then
+    moved (a new ``DIRECTORY`` is the temporary folder renamed). Returns the paths."""
     if not isinstance(results, Mapping):
         raise TypeError(f"write_resources: results must be a mapping of names to arrays; got "
                         f"{type(results).__name__}")

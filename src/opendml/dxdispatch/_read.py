@@ -54,12 +54,10 @@ def _parse_float(text: str) -> float:
 
 
 def loads(text: str) -> dict:
-    """Parse a model's JSON text: malformed JSON, duplicate keys, integers too
-    long to read, nesting deeper than ``jsonform.MAX_DEPTH``, the literals
-    ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON; a model writes
-    ``"nan"``, ``"inf"``, ``"-inf"``) and numbers too big for a double
-    (``1e400``) are ``ModelError``s, as DxDispatch's parser refuses them;
-    ``text`` that is not ``str``, ``bytes`` or ``bytearray`` a ``TypeError``."""
+    """Parse a model's JSON text; as DxDispatch's parser refuses them, malformed JSON, duplicate keys, integers too
+    long to read, nesting deeper than ``jsonform.MAX_DEPTH``, the literals ``NaN``, ``Infinity`` and ``-Infinity``
+    (not JSON; a model writes ``"nan"``, ``"inf"``, ``"-inf"``) and numbers too big for a double (``1e400``) are
+    ``ModelError``s; ``text`` not ``str``, ``bytes`` or ``bytearray`` a ``TypeError``."""
     if not isinstance(text, (str, bytes, bytearray)):
         raise TypeError(f"dxdispatch.loads: text must be str, bytes or bytearray; got {type(text).__name__}")
     return parse_object(text, "a model", ModelError,
@@ -70,10 +68,9 @@ def loads(text: str) -> dict:
 
 def load(model, base_dir: str | os.PathLike | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
          ) -> tuple[dict, str]:
-    """``(model dict, base folder)`` of a path (the folder is the file's) or of
-    an already parsed dict (the folder is ``base_dir`` or the current one).
-    A path must name a regular file of at most ``model_limit(max_bytes)``
-    bytes (a device, a FIFO or a folder is refused before it is read)."""
+    """``(model dict, base folder)`` of a path (the file's folder) or of a parsed dict (``base_dir`` or the current
+    folder). A path must name a regular file of at most ``model_limit(max_bytes)`` bytes (a device, a FIFO or a
+    folder is refused unread)."""
     if isinstance(model, Mapping):
         check_depth(model)
         return dict(model), os.path.abspath(base_dir if base_dir is not None else os.getcwd())

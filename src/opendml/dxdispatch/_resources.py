@@ -42,9 +42,8 @@ class _Resource:
 
 
 class _Budget:
-    """Bytes the model's buffers may take (``max_bytes`` in all). Initial
-    values are checked against what is left before they are read (they are
-    written into their buffer piece by piece), buffers are taken from it."""
+    """Bytes the model's buffers may take (``max_bytes`` in all): buffers are taken from it, and initial values
+    (written into their buffer piece by piece) checked against what is left before they are read."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes, self.used = max_bytes, 0
@@ -60,12 +59,10 @@ class _Budget:
         self.used += nbytes
 
 
-#: The most bytes of initial values made (or read) at once: a resource is
-#: filled in pieces of this size, so initialising it holds its buffer and
-#: one piece, never a second copy of the buffer.
+#: The most bytes of initial values made (or read) at once: a resource is filled in pieces of this size, so
+#: initialising it holds its buffer and one piece, never a second copy of the buffer.
 CHUNK_BYTES = 1 << 22
-#: The most entries of a model's list converted at once (each passes through
-#: Python objects on its way into the buffer).
+#: The most entries of a model's list converted at once (each passes through Python objects into the buffer).
 LIST_ITEMS = 1 << 16
 
 
@@ -95,10 +92,8 @@ def _pieces(count: int, itemsize: int):
 
 
 def _initial_values(name: str, obj: dict, dt: DataType | None, folder: str, budget: _Budget):
-    """``(bytes of the initial values, data type, fill)``: a .npy file gives
-    its own type; ``fill(target)`` writes the values into a ``_Target`` in
-    pieces of at most CHUNK_BYTES (a list's values are converted piece by
-    piece as well)."""
+    """``(bytes of the initial values, data type, fill)``: a .npy file gives its own type; ``fill(target)`` writes the
+    values into a ``_Target`` in pieces of at most CHUNK_BYTES (a list's values are converted piece by piece too)."""
     where = f"resource {_q(name)}"
     w = f"{where}: initialValues"
     iv = obj["initialValues"]
@@ -157,12 +152,10 @@ def _initial_values(name: str, obj: dict, dt: DataType | None, folder: str, budg
 
 
 def _sequence(start, delta, count: int, dt: DataType, where: str):
-    """``valueStart, valueStart + valueDelta, ...`` accumulated in the type as
-    DxDispatch does (``value += valueDelta``, rounded to the type at every
-    step for floats); an integer sequence leaving its type is refused (before
-    anything is made). Returns a function giving ``(first index, values)``
-    pieces of at most CHUNK_BYTES, each carried on from the last value of the
-    one before (the same values as one accumulation over the whole)."""
+    """``valueStart, valueStart + valueDelta, ...`` accumulated in the type as DxDispatch does (``value +=
+    valueDelta``, floats rounded to the type at every step); an integer sequence leaving its type is refused before
+    anything is made. Returns a function giving ``(first index, values)`` pieces of at most CHUNK_BYTES, each
+    carrying on from the previous one's last value (the values of one accumulation over the whole)."""
     npdt = dt.numpy_dtype
     first, step = _scalar(start, dt, f"{where}.valueStart"), _scalar(delta, dt, f"{where}.valueDelta")
     if npdt.kind == "f":
@@ -191,8 +184,7 @@ def _sequence(start, delta, count: int, dt: DataType, where: str):
     if not info.min <= last <= info.max:
         raise ModelError(f"{where}: the sequence leaves {dt.name} [{info.min}, {info.max}]: valueStart + "
                          f"(valueCount - 1) * valueDelta = {a} + {count - 1} * {d} = {last}")
-    # Every term lies between the first and the last, so 64-bit arithmetic
-    # (wrapping in intermediate products) gives each exactly.
+    # Every term lies between the first and the last, so 64-bit arithmetic (wrapping products) gives each exactly.
     wide = np.uint64 if npdt == np.uint64 else np.int64
 
     def integers():
@@ -203,9 +195,8 @@ def _sequence(start, delta, count: int, dt: DataType, where: str):
 
 
 def _mixed_values(items: list, where: str, budget: _Budget) -> np.ndarray:
-    """A list initialiser (initialValuesDataType UNKNOWN): ``{"type", "value",
-    "name"}`` objects packed one after the other without padding (at most 8
-    bytes each, made from an object of the model's text: bounded by it)."""
+    """A list initialiser (initialValuesDataType UNKNOWN): ``{"type", "value", "name"}`` objects packed without
+    padding (at most 8 bytes each, made from an object of the model's text, which bounds them)."""
     budget.check(8 * len(items), where, "initialValues")
     parts = []
     for i, item in enumerate(items):
@@ -227,8 +218,8 @@ _NPY_BOOL = np.dtype(bool)
 
 
 def _file_values(source, dt: DataType | None, where: str, folder: str, budget: _Budget):
-    """A file initialiser: its header (a .npy file's) and size checked now,
-    its bytes read in pieces by ``fill``. The file must be a regular file."""
+    """A file initialiser (a regular file): its header (a .npy file's) and size checked now, its bytes read in pieces
+    by ``fill``."""
     w = f"{where}: initialValues.sourcePath"
     path = _model_path(source, folder, w)
     ext = os.path.splitext(path)[1].lower()
@@ -322,9 +313,8 @@ def _npy_header(f, size: int, dt: DataType | None, w: str, budget: _Budget):
 
 
 def _fill_npy(path: str, header, target: _Target, w: str) -> None:
-    """A .npy file's data into the target in pieces: C order as it lies; a
-    Fortran-order array in blocks contiguous in the file, each written
-    through the transposed view of the target's elements."""
+    """A .npy file's data into the target in pieces: C order as it lies, Fortran order in blocks contiguous in the
+    file, each written through the transposed view of the target's elements."""
     dtype, out, shape, fortran, start = header
     stored = dtype if dtype != _NPY_BOOL else np.dtype(np.uint8)
     with _reading(path, w, path) as f:
@@ -351,9 +341,8 @@ def _fill_npy(path: str, header, target: _Target, w: str) -> None:
 
 
 def _parse_resource(name: str, obj, folder: str, budget: _Budget):
-    """``(resource, fill, offset)``: the resource checked (its buffer's size
-    taken from the budget); ``fill(target)`` writes its initial values, which
-    go at byte ``offset`` of the buffer."""
+    """``(resource, fill, offset)``: the resource checked (its buffer's size taken from the budget); ``fill(target)``
+    writes its initial values at byte ``offset`` of the buffer."""
     where = f"resource {_q(name)}"
     _check_keys(obj, _RESOURCE_FIELDS, where, ("initialValues",))
     if obj.get("type", "buffer") != "buffer":

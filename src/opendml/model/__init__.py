@@ -1,6 +1,5 @@
-"""The description layer: data types, feature levels, tensor descriptions and
-the one error hierarchy. Nothing here touches data, and nothing here imports
-any other part of opendml (this is the bottom layer)."""
+"""The description layer (the bottom one: it imports no other part of opendml, and touches no data): data types,
+feature levels, tensor descriptions and the one error hierarchy."""
 from .data_type import ELEMENT_TYPES, DataType
 from .errors import BindingError, DmlError, UnsupportedError, ValidationError
 from .feature_level import FeatureLevel

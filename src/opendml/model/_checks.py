@@ -37,10 +37,9 @@ def as_int_tuple(values, what: str, *, where: str, length: int | None = None,
                  max_length: int = 64) -> tuple[int, ...]:
     """Return a tuple of ints from an ordered sequence; ``length`` pins its length.
 
-    Refused with a message: strings and bytes, mappings (``{0: 9, 1: 9}``
-    would otherwise give its keys), sets (no order), masked arrays (the mask
-    would be dropped), and iterables of more than ``max_length`` entries (read
-    no further than that, so an endless iterator cannot hang)."""
+    Refused with a message: strings and bytes, mappings (``{0: 9, 1: 9}`` would give its keys), sets (no order),
+    masked arrays (the mask would be dropped), and iterables of more than ``max_length`` entries (read no further, so
+    an endless iterator cannot hang)."""
     kind = type(values)
     if (kind is tuple or kind is list) and len(values) <= max_length and (length is None or len(values) == length):
         # the common case, decided without the general checks below

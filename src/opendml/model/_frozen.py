@@ -1,12 +1,10 @@
 """A faster ``__init__`` for the frozen dataclasses built on every call.
 
-A frozen dataclass's generated ``__init__`` stores each field through
-``object.__setattr__``, which costs about as much as the checks of a small
-description. ``stored_init`` gives such a class an ``__init__`` of the same
-signature (names, order, defaults) that puts the fields straight into the
-instance's ``__dict__`` (what ``object.__setattr__`` does for these classes)
-and then calls ``__post_init__`` where the class has one, as the generated
-one does. Instances stay frozen: ``__setattr__`` still refuses assignment.
+A frozen dataclass's generated ``__init__`` stores each field through ``object.__setattr__``, which costs about as
+much as the checks of a small description. ``stored_init`` gives such a class an ``__init__`` of the same signature
+(names, order, defaults) that puts the fields straight into the instance's ``__dict__`` (what ``object.__setattr__``
+does for these classes), then calls ``__post_init__`` where the class has one, as the generated one does. Instances
+stay frozen: ``__setattr__`` still refuses assignment.
 """
 from __future__ import annotations
 
@@ -14,21 +12,17 @@ import dataclasses
 
 
 def stored_init(cls):
-    """Class decorator, applied above ``@dataclasses.dataclass(frozen=True)``:
-    replace its ``__init__`` as described in the module's docstring. The
-    class must have no ``default_factory`` fields and no ``InitVar``s."""
-    init_vars = [name for name, t in getattr(cls, "__annotations__", {}).items()
-                 if isinstance(t, dataclasses.InitVar) or (isinstance(t, str) and t.startswith("InitVar"))]
-    if init_vars:
-        raise TypeError(f"stored_init: {cls.__name__} has InitVars ({', '.join(init_vars)})")
+    """Class decorator, applied above ``@dataclasses.dataclass(frozen=True)``: replace its ``__init__`` as the
+    module's docstring says. The class must have no ``InitVar``s, keyword-only or ``default_factory`` fields."""
     fields = [f for f in dataclasses.fields(cls) if f.init]
-    kw_only = [f.name for f in fields if f.kw_only is True]
-    if kw_only:
-        raise TypeError(f"stored_init: {cls.__name__} has keyword-only fields ({', '.join(kw_only)})")
+    unsupported = [name for name, t in getattr(cls, "__annotations__", {}).items()
+                   if isinstance(t, dataclasses.InitVar) or (isinstance(t, str) and t.startswith("InitVar"))]
+    unsupported += [f.name for f in fields if f.kw_only is True or f.default_factory is not dataclasses.MISSING]
+    if unsupported:
+        raise TypeError(f"stored_init: {cls.__name__} has InitVars, keyword-only or default_factory fields "
+                        f"({', '.join(unsupported)})")
     params, body, names = [], [], {}
     for f in fields:
-        if f.default_factory is not dataclasses.MISSING:
-            raise TypeError(f"stored_init: {cls.__name__}.{f.name} has a default_factory")
         if f.default is dataclasses.MISSING:
             params.append(f.name)
         else:

@@ -10,13 +10,11 @@ from .errors import UnsupportedError, ValidationError
 
 
 class DataType(enum.IntEnum):
-    """A tensor element type (``DML_TENSOR_DATA_TYPE``), with DirectML's own
-    enum values: ``DataType.FLOAT32.value == 1``.
+    """A tensor element type (``DML_TENSOR_DATA_TYPE``), with DirectML's own enum values: ``DataType.FLOAT32.value ==
+    1`` (an ``IntEnum``: a member compares equal to its value).
 
-    The operators use the 11 whole-byte types (FLOAT16/32/64, INT8/16/32/64,
-    UINT8/16/32/64); UNKNOWN, UINT4 and INT4 exist for completeness and have
-    no element size. Being an ``IntEnum``, a member compares equal to its
-    value.
+    The operators use the 11 whole-byte types (FLOAT16/32/64, INT8/16/32/64, UINT8/16/32/64); UNKNOWN, UINT4 and INT4
+    exist for completeness and have no element size.
     """
 
     UNKNOWN = 0
@@ -36,8 +34,7 @@ class DataType(enum.IntEnum):
 
     @property
     def size(self) -> int:
-        """Element size in bytes (``UnsupportedError`` for UNKNOWN, UINT4 and
-        INT4, which have no whole-byte size)."""
+        """Element size in bytes (``UnsupportedError`` for UNKNOWN, UINT4 and INT4: no whole-byte size)."""
         try:
             return _SIZES[self]
         except KeyError:
@@ -48,8 +45,8 @@ class DataType(enum.IntEnum):
 
     @property
     def numpy_dtype(self) -> np.dtype:
-        """The NumPy dtype holding one element (FLOAT16 is ``numpy.float16``;
-        ``UnsupportedError`` for UNKNOWN, UINT4 and INT4)."""
+        """The NumPy dtype of one element (FLOAT16 is ``numpy.float16``; ``UnsupportedError`` for UNKNOWN, UINT4 and
+        INT4)."""
         try:
             return np.dtype(_NUMPY[self])
         except KeyError:
@@ -57,10 +54,8 @@ class DataType(enum.IntEnum):
 
     @classmethod
     def parse(cls, value) -> "DataType":
-        """The data type ``value`` names: a member, its value (``1``), its name
-        (``"FLOAT32"``, any case) or DirectML's full name
-        (``"DML_TENSOR_DATA_TYPE_FLOAT32"``); ``ValidationError`` for
-        anything else."""
+        """The data type ``value`` names: a member, its value (``1``), its name (``"FLOAT32"``, any case) or
+        DirectML's (``"DML_TENSOR_DATA_TYPE_FLOAT32"``); else ``ValidationError``."""
         if isinstance(value, cls):
             return value
         if isinstance(value, str):
@@ -78,9 +73,8 @@ class DataType(enum.IntEnum):
 
     @classmethod
     def from_numpy(cls, dtype) -> "DataType":
-        """The data type of a NumPy dtype (anything ``numpy.dtype`` accepts;
-        native byte order); ``UnsupportedError`` if it is none of the 11
-        element types (bool, complex, object, structured dtypes)."""
+        """The data type of a NumPy dtype (anything ``numpy.dtype`` accepts; native byte order); ``UnsupportedError``
+        for none of the 11 element types (bool, complex, object, structured dtypes)."""
         if isinstance(dtype, np.dtype):
             try:
                 hit = _FROM_NUMPY.get(dtype)
@@ -100,8 +94,8 @@ class DataType(enum.IntEnum):
 _NUMPY = {t: t.name.lower() for t in DataType if t.name not in ("UNKNOWN", "UINT4", "INT4")}
 _SIZES = {t: np.dtype(name).itemsize for t, name in _NUMPY.items()}
 
-#: NumPy dtype -> DataType for the 11 native-order dtypes (``from_numpy``'s
-#: common case; any other dtype is compared with each in turn).
+#: NumPy dtype -> DataType for the 11 native-order dtypes (``from_numpy``'s common case; any other dtype is compared
+#: with each in turn).
 _FROM_NUMPY = {np.dtype(name): t for t, name in _NUMPY.items()}
 
 #: The 11 element types that SLICE, SLICE1 and UNFOLD can use, in enum order.

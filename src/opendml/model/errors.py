@@ -1,10 +1,9 @@
 """One exception hierarchy for everything opendml rejects.
 
-``ValidationError`` is what DirectML reports as E_INVALIDARG: a description
-breaks a rule. ``UnsupportedError``: the description is valid, but not at the
-requested feature level or on this backend. ``BindingError``: a buffer binding
-breaks a binding rule. All derive from ``DmlError``; ``ValidationError`` and
-``BindingError`` are also ``ValueError`` so generic callers can catch them.
+``ValidationError`` is DirectML's E_INVALIDARG: a description breaks a rule. ``UnsupportedError``: the description is
+valid, but not at the requested feature level or on this backend. ``BindingError``: a buffer binding breaks a binding
+rule. All derive from ``DmlError``; ``ValidationError`` and ``BindingError`` are also ``ValueError``s, for generic
+callers.
 """
 
 
@@ -13,15 +12,14 @@ class DmlError(Exception):
 
 
 class ValidationError(DmlError, ValueError):
-    """A description or argument breaks a rule of the specification
-    (DirectML's E_INVALIDARG). Also a ``ValueError``."""
+    """A description or argument breaks a rule of the specification (DirectML's E_INVALIDARG); a ``ValueError``."""
 
 
 class UnsupportedError(DmlError):
-    """Valid, but not supported: at this feature level, on this backend (a
-    device kind, CUDA where CuPy is missing), or for this array's data type."""
+    """Valid, but unsupported: at this feature level, on this backend (a device kind, CUDA without CuPy), or for this
+    array's data type."""
 
 
 class BindingError(DmlError, ValueError):
-    """A buffer binding breaks a binding rule (offset alignment, range, size,
-    count, overlap, device). Also a ``ValueError``."""
+    """A buffer binding breaks a binding rule (offset alignment, range, size, count, overlap, device); a
+    ``ValueError``."""

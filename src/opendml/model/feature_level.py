@@ -9,11 +9,9 @@ from .errors import ValidationError
 
 
 class FeatureLevel(enum.IntEnum):
-    """A DirectML feature level (``DML_FEATURE_LEVEL``), with DirectML's values
-    (``FL_6_4 == 0x6400``). Levels are ordered: ``FL_3_0 < FL_4_1``. An
-    operator exists from the level it was introduced in, and each level's
-    support table says which ranks and data types it takes
-    (``OperatorDesc.validate``).
+    """A DirectML feature level (``DML_FEATURE_LEVEL``) with DirectML's values (``FL_6_4 == 0x6400``), ordered (``FL_3_0
+    < FL_4_1``). An operator exists from the level that introduced it; each level's support table says which ranks and
+    data types it takes (``OperatorDesc.validate``).
     """
 
     FL_1_0 = 0x1000
@@ -39,10 +37,8 @@ class FeatureLevel(enum.IntEnum):
 
     @classmethod
     def parse(cls, value) -> "FeatureLevel":
-        """The feature level ``value`` names: a member, its value (``0x6400``),
-        or a string: ``"6_4"``, ``"6.4"``, ``"FL_6_4"`` or
-        ``"DML_FEATURE_LEVEL_6_4"``; ``ValidationError``, listing the 15
-        levels, for anything else."""
+        """The feature level ``value`` names: a member, its value (``0x6400``), or ``"6_4"``, ``"6.4"``, ``"FL_6_4"``
+        or ``"DML_FEATURE_LEVEL_6_4"``; else ``ValidationError``, listing the 15 levels."""
         if isinstance(value, cls):
             return value
         if isinstance(value, int) and not isinstance(value, bool):

@@ -18,26 +18,22 @@ MAX_RANK = 8                      # DML_TENSOR_DIMENSION_COUNT_MAX1 (from 3_0)
 MAX_RANK_BEFORE_3_0 = 5           # DML_TENSOR_DIMENSION_COUNT_MAX
 MAX_ELEMENTS = UINT32_MAX
 MINIMUM_BUFFER_TENSOR_ALIGNMENT = 16
-#: The largest span (in elements) whose byte size, rounded up to 4, fits in 64
-#: bits for every element size (8 bytes at most).
+#: The largest span (in elements) whose byte size, rounded up to 4, fits in 64 bits for every element size (at most 8).
 _MAX_SPAN = (UINT64_MAX - 3) // 8
 
 
 class TensorFlags(enum.IntFlag):
-    """``DML_TENSOR_FLAGS``: ``NONE``, or ``OWNED_BY_DML`` for an input whose
-    data is bound once, at initialization (``Device.initialize_operator``),
-    instead of at every execution."""
+    """``DML_TENSOR_FLAGS``: ``NONE``, or ``OWNED_BY_DML`` for an input bound once, at initialization
+    (``Device.initialize_operator``), not at every execution."""
 
     NONE = 0
     OWNED_BY_DML = 1
 
 
 def packed_strides(sizes: Sequence[int]) -> tuple[int, ...]:
-    """Packed row-major strides (last dimension fastest), in elements:
-    ``strides[i] == prod(sizes[i + 1:])``; ``(15, 15, 5, 1)`` for ``[1, 1, 3,
-    5]``. ``ValidationError`` if ``sizes`` breaks a rule of ``TensorDesc``'s
-    sizes (1 to 8 integers, each in [1, 2**32 - 1], at most 2**32 - 1
-    elements)."""
+    """Packed row-major strides (last dimension fastest), in elements: ``strides[i] == prod(sizes[i + 1:])``; ``(15,
+    15, 5, 1)`` for ``[1, 1, 3, 5]``. ``ValidationError`` where ``sizes`` breaks ``TensorDesc``'s rule (1 to 8
+    integers, each in [1, 2**32 - 1], at most 2**32 - 1 elements)."""
     return _packed_strides(check_sizes_strides(sizes, None, where="packed_strides")[0])
 
 
@@ -52,11 +48,9 @@ def _packed_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def nhwc_strides(sizes: Sequence[int]) -> tuple[int, ...]:
-    """Packed channels-last (NHWC / NDHWC) strides for sizes given in NCHW or
-    NCDHW order, as DirectML describes such data: ``{H*W*C, 1, W*C, C}`` for
-    ``{N, C, H, W}`` (and ``{D*H*W*C, 1, H*W*C, W*C, C}`` for ``{N, C, D, H,
-    W}``). ``ValidationError`` if ``sizes`` has neither 4 nor 5 entries, or
-    breaks a rule of ``TensorDesc``'s sizes."""
+    """Packed channels-last (NHWC / NDHWC) strides, as DirectML describes such data, for sizes in NCHW or NCDHW
+    order: ``{H*W*C, 1, W*C, C}`` for ``{N, C, H, W}`` (``{D*H*W*C, 1, H*W*C, W*C, C}`` for ``{N, C, D, H, W}``).
+    ``ValidationError`` for other than 4 or 5 sizes, or sizes breaking ``TensorDesc``'s rule."""
     sizes = check_sizes_strides(sizes, None, where="nhwc_strides")[0]
     if len(sizes) not in (4, 5):
         raise ValidationError(f"nhwc_strides: sizes must have 4 (NCHW) or 5 (NCDHW) entries; got {len(sizes)}")
@@ -74,10 +68,9 @@ def round_up_4(nbytes: int) -> int:
 
 
 def check_sizes_strides(sizes, strides, *, where: str):
-    """Sizes and strides checked by every rule of DML_BUFFER_TENSOR_DESC that
-    does not depend on a feature level: 1 to 8 dimensions, sizes in [1,
-    UINT32_MAX], at most UINT32_MAX elements, strides (one per dimension) in
-    [0, UINT32_MAX]. Returns them as tuples of ints (strides may be None)."""
+    """Sizes and strides, as tuples of ints (strides may be None), checked by every DML_BUFFER_TENSOR_DESC rule not
+    depending on a feature level: 1 to 8 dimensions, sizes in [1, UINT32_MAX], at most UINT32_MAX elements, strides
+    (one per dimension) in [0, UINT32_MAX]."""
     sizes = as_int_tuple(sizes, "Sizes", where=where)
     if not 1 <= len(sizes) <= MAX_RANK:
         raise ValidationError(f"{where}: DimensionCount must be in [1, {MAX_RANK}]; got {len(sizes)}")
@@ -97,9 +90,8 @@ def check_sizes_strides(sizes, strides, *, where: str):
 
 
 def _span(sizes: tuple, strides: tuple) -> int:
-    """``sum((sizes[i] - 1) * strides[i]) + 1`` when ``strides`` holds one plain
-    int in [0, UINT32_MAX] per size (sizes already checked) and
-    the byte size fits in 64 bits for any element size; else 0."""
+    """``sum((sizes[i] - 1) * strides[i]) + 1`` where ``strides`` holds a plain int in [0, UINT32_MAX] per size
+    (sizes checked) and the byte size fits in 64 bits for any element size; else 0."""
     if len(strides) != len(sizes):
         return 0
     span = 1
@@ -121,11 +113,9 @@ def _buffer_tensor_size(element_size: int, sizes, strides) -> int:
 
 def calc_buffer_tensor_size(data_type: "DataType | str | int", sizes: Sequence[int],
                             strides: Sequence[int] | None = None) -> int:
-    """``DMLCalcBufferTensorSize``: the minimum byte size of a buffer holding
-    the tensor, rounded up to a multiple of 4, computed in 64 bits.
-
-    Without strides it is ``prod(sizes) * element_size``; with strides,
-    ``(sum((sizes[i] - 1) * strides[i]) + 1) * element_size``.
+    """``DMLCalcBufferTensorSize``: the minimum byte size of a buffer holding the tensor, rounded up to a multiple of
+    4, computed in 64 bits: ``prod(sizes) * element_size`` without strides, ``(sum((sizes[i] - 1) * strides[i]) + 1) *
+    element_size`` with them.
 
     Parameters
     ----------
@@ -134,14 +124,12 @@ def calc_buffer_tensor_size(data_type: "DataType | str | int", sizes: Sequence[i
     sizes : sequence of int
         1 to 8 sizes, each in [1, 2**32 - 1], at most 2**32 - 1 elements.
     strides : sequence of int, optional
-        One per dimension, each in [0, 2**32 - 1], in elements; None (the
-        default) means packed.
+        One per dimension, each in [0, 2**32 - 1], in elements; None (the default): packed.
 
     Raises
     ------
     ValidationError
-        If an argument breaks one of the rules above (as ``TensorDesc``
-        checks them) or the size does not fit in 64 bits.
+        If an argument breaks a rule above (as ``TensorDesc`` checks it) or the size does not fit in 64 bits.
     """
     return _checked_size(data_type, sizes, strides, "calc_buffer_tensor_size")[3]
 
@@ -149,7 +137,7 @@ def calc_buffer_tensor_size(data_type: "DataType | str | int", sizes: Sequence[i
 def _checked_size(data_type, sizes, strides, w: str) -> tuple:
     """``(DataType, sizes, strides, DMLCalcBufferTensorSize)``, each checked."""
     dt = DataType.parse(data_type)
-    if dt not in _ELEMENT_SIZES:
+    if dt not in _SIZE_OF:
         raise ValidationError(f"{w}: DataType {dt.name} is not an element type of these operators")
     sizes, strides = check_sizes_strides(sizes, strides, where=w)
     size = _buffer_tensor_size(dt.size, sizes, strides)
@@ -163,12 +151,9 @@ def _checked_size(data_type, sizes, strides, w: str) -> tuple:
 class TensorDesc:
     """A DirectML buffer tensor description (``DML_BUFFER_TENSOR_DESC``).
 
-    Sizes and strides count elements, never bytes, and are given in the
-    logical order (NCHW for images) whatever the memory layout. Every rule
-    that does not depend on a feature level is checked on construction;
-    the values are stored normalised (a ``DataType``, tuples of ints, the
-    total size filled in). Descriptions are frozen and may be shared between
-    threads.
+    Sizes and strides count elements, never bytes, in the logical order (NCHW for images) whatever the memory layout.
+    Construction checks every rule that does not depend on a feature level and stores the values normalised (a
+    ``DataType``, tuples of ints, the total size filled in). Descriptions are frozen: threads may share them.
 
     Parameters
     ----------
@@ -177,14 +162,13 @@ class TensorDesc:
     sizes : sequence of int
         1 to 8 sizes, each in [1, 2**32 - 1], at most 2**32 - 1 elements.
     strides : sequence of int, optional
-        One per dimension, each in [0, 2**32 - 1]: 0 broadcasts, a stride
-        larger than the packed one pads. None (the default): packed.
+        One per dimension, each in [0, 2**32 - 1]: 0 broadcasts, a stride above the packed one pads. None (the default):
+        packed.
     total_tensor_size_in_bytes : int, optional
-        At least ``calc_buffer_tensor_size(data_type, sizes, strides)`` (the
-        default) and at most 2**64 - 1.
+        At least ``calc_buffer_tensor_size(data_type, sizes, strides)`` (the default), at most 2**64 - 1.
     guaranteed_base_offset_alignment : int, default 0
-        0 (no promise) or a power of two at least the element size; a
-        binding's offset must be a multiple of it (and of 16).
+        0 (no promise) or a power of two at least the element size; a binding's offset must be a multiple of it and of
+        16.
     flags : TensorFlags, default TensorFlags.NONE
         ``NONE`` or ``OWNED_BY_DML``.
 
@@ -205,11 +189,9 @@ class TensorDesc:
     def __init__(self, data_type: "DataType | str | int", sizes: Sequence[int], strides: Sequence[int] | None = None,
                  total_tensor_size_in_bytes: int | None = None, guaranteed_base_offset_alignment: int = 0,
                  flags: TensorFlags = TensorFlags.NONE):
-        # The common case, decided in one pass: a DataType member, 1 to 8 plain
-        # int sizes (a list or tuple), packed strides or plain int ones, the
-        # other fields at their defaults, every rule met. Anything else (every
-        # invalid description included) is stored as given and checked rule by
-        # rule by __post_init__, which names what is wrong.
+        # The common case, decided in one pass: a DataType member, 1 to 8 plain int sizes (a list or tuple), packed
+        # strides or plain int ones, the other fields at their defaults, every rule met. Anything else (every invalid
+        # description included) is stored as given and checked rule by rule by __post_init__, naming what is wrong.
         d = self.__dict__
         size = _SIZE_OF.get(data_type) if type(data_type) is DataType else None
         kind = type(sizes)
@@ -240,8 +222,7 @@ class TensorDesc:
         self.__post_init__()
 
     def __post_init__(self):
-        """Every rule, one at a time, in the order of the page: the checks of
-        a description the fast path of ``__init__`` did not take."""
+        """Every rule, one at a time, in the page's order: a description the fast path of ``__init__`` did not take."""
         w = "TensorDesc"
         set_ = object.__setattr__.__get__(self)
         dt, sizes, strides, minimum = _checked_size(self.data_type, self.sizes, self.strides, w)
@@ -270,10 +251,9 @@ class TensorDesc:
 
     @classmethod
     def nhwc(cls, data_type, sizes, **kw) -> "TensorDesc":
-        """A description of packed channels-last data, for 4 or 5 sizes in NCHW
-        or NCDHW order (strides from ``nhwc_strides``; ``kw``: the other
-        ``TensorDesc`` fields); ``ValidationError`` as ``nhwc_strides`` and
-        ``TensorDesc`` raise it."""
+        """A description of packed channels-last data for 4 or 5 sizes in NCHW or NCDHW order (strides:
+        ``nhwc_strides``; ``kw``: the other fields); ``ValidationError`` as ``nhwc_strides`` and ``TensorDesc`` raise
+        it."""
         return cls(data_type, sizes, nhwc_strides(sizes), **kw)
 
     @property
@@ -302,10 +282,9 @@ class TensorDesc:
         return max(MINIMUM_BUFFER_TENSOR_ALIGNMENT, self.guaranteed_base_offset_alignment)
 
     def with_(self, **changes) -> "TensorDesc":
-        """A new description with the fields ``changes`` names replaced, checked
-        again (``ValidationError`` if it breaks a rule); this one is left as
-        it is. A TotalTensorSizeInBytes at its default (the minimum) follows
-        the new sizes, strides and type unless ``changes`` names it."""
+        """A new description with the fields ``changes`` names replaced, checked again (``ValidationError`` if it
+        breaks a rule); this one is unchanged. A TotalTensorSizeInBytes at its default (the minimum) follows the new
+        sizes, strides and type unless ``changes`` names it."""
         if "total_tensor_size_in_bytes" not in changes and self.total_tensor_size_in_bytes == self.min_size_in_bytes:
             changes["total_tensor_size_in_bytes"] = None
         return dataclasses.replace(self, **changes)
@@ -323,7 +302,6 @@ class TensorDesc:
         return f"TensorDesc({', '.join(parts)})"
 
 
-_ELEMENT_SIZES = frozenset(ELEMENT_TYPES)
 #: Element size of each element type, keyed by member (looked up only for a DataType).
-_SIZE_OF = {t: t.size for t in _ELEMENT_SIZES}
+_SIZE_OF = {t: t.size for t in ELEMENT_TYPES}
 _NONE = TensorFlags.NONE

@@ -1,6 +1,5 @@
-"""What the operator descriptions share: the declaration of slots and fields
-(``_spec``), support tables kept as data, checks that read like the pages,
-and lowering helpers."""
+"""What the operator descriptions share: slot and field declarations (``_spec``), support tables as data, checks that
+read like the pages, and lowering helpers."""
 from __future__ import annotations
 
 import dataclasses
@@ -27,11 +26,9 @@ FLOAT16_32 = frozenset({T.FLOAT32, T.FLOAT16})
 
 @dataclasses.dataclass(frozen=True)
 class SupportRow:
-    """One "DML_FEATURE_LEVEL_x_y and above" table of a page: from ``level`` on,
-    every tensor may have ``ranks`` dimensions and ``types`` elements, except
-    the tensors ``slot_types`` names (``(("IndicesTensor", types), ...)``, by
-    their DirectML field name), which take their own types (an index
-    tensor's integer types)."""
+    """One "DML_FEATURE_LEVEL_x_y and above" table of a page: from ``level`` on, every tensor may have ``ranks``
+    dimensions and ``types`` elements, except the tensors ``slot_types`` names by DirectML field name
+    (``(("IndicesTensor", types), ...)``), which take their own types (an index tensor's integer types)."""
     level: FeatureLevel
     ranks: range
     types: frozenset
@@ -44,16 +41,12 @@ class SupportRow:
 
 def support(ranks: dict, first: frozenset | None = None, wide: str = "4_1", types: dict | None = None,
             **slots: dict) -> tuple[SupportRow, ...]:
-    """An operator's ``SUPPORT``: its page's tables, written as the steps each
-    fact takes. Each argument maps a feature level (``"3_1"``) to the value
-    from that level on. ``ranks``: the tensors' ranks (``4``, or ``(1, 8)``
-    for 1 to 8); its first level is the operator's first table (its
-    ``INTRODUCED``). ``types``: the element types; by default the family's
-    progression: ``first`` at the first level where given, the eight 8- to
-    32-bit types (``TYPES_2_1``) from 2_1, all 11 (``TYPES_4_1``) from
-    ``wide``. ``slots``: tensors with types of their own, by DirectML name
-    (``IndicesTensor={"1_0": ..., "3_0": ...}``). A row stands at each level
-    where something changes."""
+    """An operator's ``SUPPORT``: its page's tables, written as the steps each fact takes, each argument mapping a
+    feature level (``"3_1"``) to the value from that level on. ``ranks``: the tensors' ranks (``4``, or ``(1, 8)``
+    for 1 to 8), its first level the operator's first table (``INTRODUCED``). ``types``: the element types, by
+    default the family's progression: ``first`` at the first level where given, the eight 8- to 32-bit types
+    (``TYPES_2_1``) from 2_1, all 11 (``TYPES_4_1``) from ``wide``. ``slots``: tensors with types of their own, by
+    DirectML name (``IndicesTensor={"1_0": ..., "3_0": ...}``). A row stands at each level where something changes."""
     def steps(table: dict) -> list:
         return sorted(((FeatureLevel.parse(k), v) for k, v in table.items()), key=lambda kv: kv[0])
 
@@ -127,11 +120,9 @@ def _first_of(slot: Tensor):
 
 
 class OperatorDesc:
-    """Base of the operator descriptions. Subclasses are frozen dataclasses
-    that check every level-independent rule on construction, declare the
-    class attributes below and ``_passes(layouts)``, the passes of their move
-    program, which ``lower`` frames into the one plan type
-    (``plan.MovePlan``) for every operator.
+    """Base of the operator descriptions: frozen dataclasses that check every level-independent rule on construction and
+    declare the class attributes below and ``_passes(layouts)``, their move program's passes, which ``lower`` frames
+    into every operator's one plan type (``plan.MovePlan``).
 
     Attributes
     ----------
@@ -141,32 +132,25 @@ class OperatorDesc:
         Its ``DML_OPERATOR_TYPE`` value (derived: its index in
         ``_spec.OPERATOR_TYPES``).
     INTRODUCED : FeatureLevel
-        The feature level that introduced the operator (``SUPPORT``'s first
-        row's level).
+        The feature level that introduced the operator (derived: ``SUPPORT``'s first level).
     SUPPORT : tuple of SupportRow
-        The page's tensor-support tables, one row per feature level (written
-        with ``support``).
+        The page's tensor-support tables, a row per feature level (written with ``support``).
     SLOTS : tuple of _spec.Tensor
-        The tensor slots in the struct's order. An operator of single
-        tensors, one output last, may instead give ``TENSORS`` and
-        ``OUTPUT_DERIVABLE``, from which ``SLOTS`` is derived (and they from
-        ``SLOTS`` otherwise).
+        The tensor slots in the struct's order. An operator of single tensors, its one output last, may give ``TENSORS``
+        and ``OUTPUT_DERIVABLE`` instead, ``SLOTS`` then derived from them (else they from ``SLOTS``).
     TENSORS : tuple of str
-        The DirectML names of the tensor slots; by default read from the
-        dataclass fields named ``*_tensor`` (``input_tensor`` is
+        The slots' DirectML names; by default from the dataclass fields named ``*_tensor`` (``input_tensor``:
         ``InputTensor``).
     FIELDS : tuple
-        The other fields (``_spec`` kinds: ``Field``/``IntArray``, ``UInt``,
-        ``Int``, ``Float``, ``Bool``, ``Enum``, ``ScalarUnion``, ``Struct``)
-        in the struct's order.
+        The other fields in the struct's order (``_spec`` kinds: ``Field``/``IntArray``, ``UInt``, ``Int``, ``Float``,
+        ``Bool``, ``Enum``, ``ScalarUnion``, ``Struct``).
     COUNTS : dict[str, str]
         DirectML's count fields (``DimensionCount``, ``InputCount``,
         ``RepeatsCount``...) mapped to the JSON name of the array each
         counts; by default ``DimensionCount`` counts the first integer-array
         field.
     OUTPUT_DERIVABLE : bool
-        Whether every output slot is optional (derived from the inputs when
-        None is given).
+        Whether every output slot is optional (derived from the inputs where None).
     DEFAULT_INPUT_START : int
         The first value of the pages' example inputs (1 by default: 1, 2,
         ...; or 0, 1, ...).
@@ -227,8 +211,8 @@ class OperatorDesc:
         return tuple(out)
 
     def named_tensors(self, role: str) -> tuple[tuple[str, TensorDesc], ...]:
-        """``(DirectML name, tensor)`` for every tensor of ``role``, such as
-        ``("InputTensors[1]", ...)`` for an entry of a ``many`` slot."""
+        """``(DirectML name, tensor)`` for every tensor of ``role`` (``("InputTensors[1]", ...)`` in a ``many``
+        slot)."""
         out = []
         for s in self.slots(role):
             v = getattr(self, s.attr)
@@ -270,10 +254,9 @@ class OperatorDesc:
             raise self._err(f"{field}{at} must be in [{lo}, {hi}]{why}; got {value}")
 
     def _check_window_fields(self, image_name: str, image: TensorDesc, d: int) -> None:
-        """UNFOLD's and FOLD's window rules on their image (UNFOLD's input,
-        FOLD's output): DimensionCount + 2 dimensions, one entry per spatial
-        dimension in every field, each in range, and the dilated window fitting
-        the padded image."""
+        """UNFOLD's and FOLD's window rules on their image (UNFOLD's input, FOLD's output): DimensionCount + 2
+        dimensions, one entry per spatial dimension in every field, each in range, the dilated window fitting the padded
+        image."""
         if image.rank != d + 2:
             raise self._err(f"{image_name}.DimensionCount must be DimensionCount + 2 = {d + 2} "
                             f"(N, C and {d} spatial); got {image.rank}")
@@ -295,10 +278,9 @@ class OperatorDesc:
                     f"{self.end_padding[i]} = {padded}")
 
     def _check_slot_tensors(self, *, same_type: bool = True, same_rank: bool = True) -> None:
-        """Every slot holds TensorDescs (a ``many`` slot a non-empty sequence of
-        them, stored as a tuple; an optional input may be None); outputs are
-        not OWNED_BY_DML; where asked, every tensor has the first one's
-        DataType and DimensionCount."""
+        """Every slot holds TensorDescs (a ``many`` slot a non-empty sequence, stored as a tuple; an optional input may
+        be None); outputs are not OWNED_BY_DML; where asked, every tensor has the first one's DataType and
+        DimensionCount."""
         for s in self.SLOTS:
             v = getattr(self, s.attr)
             if v is None and s.optional and s.role == "input":
@@ -325,8 +307,7 @@ class OperatorDesc:
         self._check_slot_tensors()
 
     def _tensor_tuple(self, s: Tensor) -> tuple:
-        """The ``many`` slot ``s`` checked to be a non-empty sequence of
-        TensorDesc, stored (and returned) as a tuple."""
+        """The ``many`` slot ``s`` checked to be a non-empty sequence of TensorDesc, stored and returned as a tuple."""
         v = getattr(self, s.attr)
         if isinstance(v, TensorDesc) or not isinstance(v, Sequence) or isinstance(v, (str, bytes)):
             raise self._err(f"{s.json} must be a sequence of TensorDesc; got {type(v).__name__}")
@@ -341,12 +322,10 @@ class OperatorDesc:
         return v
 
     def _derive_output(self, sizes, rule: str | None = None) -> None:
-        """An output left None becomes a packed one of ``sizes`` and the
-        input's DataType (sizes out of DirectML's range, a size or an element
-        count above UINT32, are an error naming the operator and, given
-        ``rule``, where they come from); then every slot's checks
-        (``_check_tensors``) and, given ``rule`` (where ``sizes`` come from,
-        in words), ``OutputTensor.Sizes == sizes``."""
+        """An output left None becomes a packed one of ``sizes`` and the input's DataType (sizes out of DirectML's
+        range, a size or element count above UINT32, raise an error naming the operator and, given ``rule``, their
+        origin); then every slot's checks (``_check_tensors``) and, given ``rule`` (the origin of ``sizes``, in
+        words), ``OutputTensor.Sizes == sizes``."""
         if self.output_tensor is None:
             try:
                 self._set("output_tensor", TensorDesc(self.input_tensor.data_type, sizes))
@@ -394,8 +373,8 @@ class OperatorDesc:
         return axis
 
     def _float32(self, value, field: str) -> float:
-        """A FLOAT field: a real number whose magnitude fits a float32 (NaN and
-        infinities are FLOAT values too), stored as its float32 value."""
+        """A FLOAT field: a real number whose magnitude fits a float32 (NaN and infinities included), stored as its
+        float32 value."""
         return float(self._fitting(to_float(value, field, self._err), field, np.float32, "a FLOAT (float32, {})"))
 
     def _fitting(self, v: float, field: str, dtype, what: str):
@@ -409,12 +388,10 @@ class OperatorDesc:
         return f
 
     def _typed_scalar(self, type_attr: str, type_field: str, value_attr: str, value_field: str) -> None:
-        """A ``DML_SCALAR_UNION`` field typed by a ``DML_TENSOR_DATA_TYPE``
-        field that must equal ``OutputTensor.DataType`` (PADDING1's
-        ``PaddingValue``, DIAGONAL_MATRIX1's ``Value``): an integer value in
-        its type's range, a float one not overflowing its type (a finite value
-        becoming infinity); both stored checked. FLOAT16 has no member of the
-        union: its value is a number rounded to float16 by the kernels."""
+        """A ``DML_SCALAR_UNION`` field typed by a ``DML_TENSOR_DATA_TYPE`` field that must be
+        ``OutputTensor.DataType`` (PADDING1's ``PaddingValue``, DIAGONAL_MATRIX1's ``Value``), both stored checked:
+        an integer value in its type's range, a float one not overflowing its type (a finite value becoming
+        infinity). FLOAT16, no member of the union, takes a number the kernels round to float16."""
         out = self.output_tensor
         try:
             dt = DataType.parse(getattr(self, type_attr))
@@ -443,11 +420,9 @@ class OperatorDesc:
 
     def lower(self, in_strides: Sequence[int] | None = None, in_offset: int = 0, *,
               in_layouts: Sequence | None = None) -> MovePlan:
-        """The move program (``plan.MovePlan``), every operator's one plan
-        type. ``in_strides``/``in_offset`` (the first input) or ``in_layouts``
-        (one ``(strides, origin)`` or None per input): the inputs' signed
-        element strides and origins where the array API passes arrays'
-        layouts; None uses each description's own strides."""
+        """The move program (``plan.MovePlan``, every operator's one plan type). Where the array API passes arrays'
+        layouts: ``in_strides``/``in_offset`` (the first input's) or ``in_layouts`` (one ``(strides, origin)`` or
+        None per input), signed element strides and origins; None: each description's own strides."""
         inputs, outputs = self._slot_tensors("input"), self._slot_tensors("output")
         if in_layouts is None:
             in_layouts = ((in_strides, in_offset),) + (None,) * (len(inputs) - 1)
@@ -462,17 +437,13 @@ class OperatorDesc:
         return MovePlan(in_types, out_types, passes if type(passes) is tuple else tuple(passes))
 
     def _passes(self, layouts) -> Sequence:
-        """The program's passes, ``layouts`` holding one ``(element strides,
-        origin)`` per input (each operator's lowering)."""
+        """The program's passes, ``layouts`` holding one ``(element strides, origin)`` per input (each operator's)."""
         raise NotImplementedError
 
     def validate(self, feature_level: "FeatureLevel | str" = FeatureLevel.FL_6_4) -> "OperatorDesc":
-        """Check the page's support tables at ``feature_level`` for every tensor
-        of every slot, then ``_validate_level`` (an operator's own
-        level-dependent rules, such as a padding mode introduced later); the
-        rules that do not depend on a level were checked on construction.
-        ``feature_level``: a ``FeatureLevel`` or its label such as ``"6_4"``.
-        Returns ``self``, so calls can be chained.
+        """Check the page's support tables at ``feature_level`` (a ``FeatureLevel`` or its label such as ``"6_4"``) for
+        every tensor of every slot, then ``_validate_level`` (the operator's own level-dependent rules); the rules that
+        do not depend on a level were checked on construction. Returns ``self``, so calls can be chained.
 
         Raises
         ------
@@ -514,9 +485,8 @@ class OperatorDesc:
 
     @property
     def output_sizes(self) -> tuple[tuple[int, ...], ...]:
-        """The sizes of every output, in slot order (every operator; the
-        formula each operator states once gives them: see ``output_sizes_of``
-        where an operator has one)."""
+        """The sizes of every output, in slot order (the formula: each operator's ``output_sizes_of`` where it has
+        one)."""
         return tuple(t.sizes for t in self.outputs)
 
     def lowest_feature_level(self) -> FeatureLevel | None:
@@ -535,13 +505,10 @@ class OperatorDesc:
 
 
 class FastPathDesc(OperatorDesc):
-    """An operator description with a one-pass check of the common valid
-    case: ``_fast_path()`` checks it by the rules of ``_check_rules`` and
-    stores the fields as ``_check_rules`` would store them (plain ints, an
-    output that is derived or agrees), returning True; it returns False,
-    nothing stored, for anything else, which ``_check_rules`` then checks
-    rule by rule, naming what is wrong. Both give the same description
-    (tests/test_newshape_fastpaths.py)."""
+    """An operator description with a one-pass check of the common valid case: ``_fast_path()`` checks it by
+    ``_check_rules``'s rules and stores the fields as ``_check_rules`` would (plain ints, an output that is derived or
+    agrees), returning True; it returns False, nothing stored, for anything else, which ``_check_rules`` then checks
+    rule by rule, naming what is wrong. Both give the same description (tests/test_newshape_fastpaths.py)."""
 
     def __post_init__(self):
         if not self._fast_path():
@@ -549,12 +516,10 @@ class FastPathDesc(OperatorDesc):
 
 
 class AdjointByCall:
-    """Mixin of an operator linear for every data type that states its
-    adjoint as an array-API call (``adjoint_call(input_sizes, call_args)``
-    -> ``(function name, arguments, shape or None)``, symbolic-safe, which
-    the PyTorch operators' backward formulas read as well): ``adjoint`` is
-    that call on ``grad`` through ``api``, reshaped to ``shape`` where one is
-    given."""
+    """Mixin of an operator linear for every data type that states its adjoint as an array-API call
+    (``adjoint_call(input_sizes, call_args)`` -> ``(function name, arguments, shape or None)``, symbolic-safe, which the
+    PyTorch operators' backward formulas read as well): ``adjoint`` is that call on ``grad`` through ``api``, reshaped
+    to ``shape`` where given."""
 
     def linear_part(self):
         return self

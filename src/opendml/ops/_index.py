@@ -1,17 +1,12 @@
-"""What the index-driven operators share (GATHER, GATHER_ELEMENTS, GATHER_ND,
-GATHER_ND1, SCATTER_ELEMENTS, SCATTER_ND, ONE_HOT, REVERSE_SUBSEQUENCES):
-their index types per feature level, their support tables as data, the
-checks every page repeats (an index tensor of an integer type, tensors of
-one DimensionCount, leading dimensions that "are ignored" being 1), and
-the lowering helpers to the move program's indexed passes (``plan.Gather``,
-``plan.Scatter``, ``plan.IndexAxis``).
+"""What the index-driven operators (GATHER, GATHER_ELEMENTS, GATHER_ND, GATHER_ND1, SCATTER_ELEMENTS, SCATTER_ND,
+ONE_HOT, REVERSE_SUBSEQUENCES) share: index types per feature level, support tables as data, the checks every page
+repeats (an integer index tensor, one DimensionCount for all tensors, leading dimensions that "are ignored" being 1),
+and lowering helpers to the indexed passes (``plan.Gather``, ``plan.Scatter``, ``plan.IndexAxis``).
 
-A description holds no data, so index values are never checked here; the
-passes make every value safe (``plan.IndexAxis``): the gathers and scatters
-clamp a coordinate into its dimension (GATHER's page's rule, applied to
-all), ONE_HOT skips an index outside ``[-depth, depth)``,
-REVERSE_SUBSEQUENCES clamps a length to the axis; repeated scatter indices:
-the last write in row-major order of the indices wins, on every backend
+A description holds no data, so index values are never checked here; the passes make every value safe
+(``plan.IndexAxis``): the gathers and scatters clamp a coordinate into its dimension (GATHER's page's rule, applied
+to all), ONE_HOT skips an index outside ``[-depth, depth)``, REVERSE_SUBSEQUENCES clamps a length to the axis; of
+repeated scatter indices the last write in the indices' row-major order wins, on every backend
 (docs/operators/index-family.md)."""
 from __future__ import annotations
 
@@ -52,9 +47,8 @@ def dims(x) -> tuple[int, ...]:
 
 
 def elements_axis(api, where: str, x, indices, axis, check_indices):
-    """GATHER_ELEMENTS' and SCATTER_ELEMENTS' array rules (``arguments``):
-    indices of ``x``'s rank, the axis, the index check; (x's shape, the
-    indices' shape, the axis)."""
+    """GATHER_ELEMENTS' and SCATTER_ELEMENTS' array rules (``arguments``): indices of ``x``'s rank, the axis, the index
+    check; returns (x's shape, the indices' shape, the axis)."""
     xs, is_ = dims(x), dims(indices)
     if len(xs) != len(is_):
         raise ValidationError(f"{where}: indices must have x's number of dimensions {len(xs)}; got {len(is_)}")
@@ -65,8 +59,8 @@ def elements_axis(api, where: str, x, indices, axis, check_indices):
 
 
 def nd_rank(xs, is_, b: int) -> int:
-    """The DimensionCount GATHER_ND1 and SCATTER_ND give every tensor: x's and the indices' shapes,
-    ``b`` batch dimensions."""
+    """The DimensionCount GATHER_ND1 and SCATTER_ND give every tensor of x's and the indices' shapes, ``b`` batch
+    dimensions."""
     q = is_[-1] if is_ else 0
     return max(len(xs), len(is_), len(is_) - 1 + len(xs) - b - q, 1)
 
@@ -79,19 +73,16 @@ def tuple_size(where: str, is_) -> int:
 
 
 def index_support(first: str, first_types: frozenset | None = None) -> tuple[SupportRow, ...]:
-    """The tables of the gathers, the scatters and ONE_HOT: from ``first``
-    (the page's oldest table) ``first_types`` in 4-D with UINT32 indices;
-    2_1 the eight 8/16/32-bit types; 3_0 1 to 8 dimensions and the four index
-    types (so negative indices, of the signed ones, from 3_0); 4_1 the
-    64-bit element types."""
+    """The tables of the gathers, the scatters and ONE_HOT: from ``first`` (the page's oldest table) ``first_types``
+    in 4-D with UINT32 indices; 2_1 the eight 8/16/32-bit types; 3_0 1 to 8 dimensions and the four index types (so
+    negative indices, of the signed types, from 3_0); 4_1 the 64-bit element types."""
     return support({first: 4, "3_0": (1, 8)}, first=first_types,
                    IndicesTensor={"1_0": INDEX_TYPES_1_0, "3_0": INDEX_TYPES_3_0})
 
 
 class IndexOperatorDesc(MoveOperatorDesc):
-    """Base of the index-driven operators: ``INDEX_SLOT`` names the index
-    tensor's field (``IndicesTensor``; REVERSE_SUBSEQUENCES'
-    ``SequenceLengthsTensor``), ``INDEX_ATTR`` its attribute."""
+    """Base of the index-driven operators: ``INDEX_SLOT`` is the index tensor's field (``IndicesTensor``;
+    REVERSE_SUBSEQUENCES' ``SequenceLengthsTensor``), ``INDEX_ATTR`` its attribute."""
 
     INDEX_SLOT = "IndicesTensor"
     INDEX_ATTR = "indices_tensor"
@@ -124,10 +115,8 @@ class IndexOperatorDesc(MoveOperatorDesc):
                      for j in range(len(self.inputs)))
 
     def _check_tensors(self) -> None:
-        """Every slot a TensorDesc of one DimensionCount, outputs not
-        OWNED_BY_DML (``_check_slot_tensors``); the index tensor of an integer
-        index type; every tensor of ``DATA_SLOTS`` (DirectML names) of the
-        first one's DataType."""
+        """Every slot a TensorDesc of one DimensionCount, no output OWNED_BY_DML (``_check_slot_tensors``); an index
+        tensor of an integer index type; the tensors of ``DATA_SLOTS`` (DirectML names) of the first one's DataType."""
         self._check_slot_tensors(same_type=False)
         idx = getattr(self, self.INDEX_ATTR)
         if idx.data_type not in self.INDEX_ANY_LEVEL:
@@ -144,9 +133,8 @@ class IndexOperatorDesc(MoveOperatorDesc):
                                 f"got {t.data_type.name} != {first.data_type.name}")
 
     def _same_rank(self, name: str, tensor, inp: TensorDesc) -> TensorDesc:
-        """``tensor`` (the slot ``name``) is a TensorDesc of InputTensor's
-        DimensionCount: every tensor of these operators has the same
-        DimensionCount (leading 1s pad the meaningful dimensions)."""
+        """``tensor`` (slot ``name``) is a TensorDesc of InputTensor's DimensionCount, which all these operators'
+        tensors share (leading 1s pad the meaningful dimensions)."""
         if not isinstance(tensor, TensorDesc):
             raise self._err(f"{name} must be a TensorDesc; got {type(tensor).__name__}")
         if tensor.rank != inp.rank:
@@ -169,8 +157,7 @@ class IndexOperatorDesc(MoveOperatorDesc):
 
     def _check_all_but_axis(self, name: str, tensor: TensorDesc, ref_name: str, ref: TensorDesc, axis: int,
                             axis_size: int | None = None) -> None:
-        """``tensor.Sizes`` equals ``ref.Sizes`` in every dimension but ``axis``
-        (where it is ``axis_size``, if given)."""
+        """``tensor.Sizes`` equals ``ref.Sizes`` in every dimension but ``axis`` (there ``axis_size``, if given)."""
         for d in range(ref.rank):
             if d == axis:
                 if axis_size is not None and tensor.sizes[d] != axis_size:
@@ -212,10 +199,9 @@ def _remap(indices, slot: int) -> tuple[IndexAxis, ...]:
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class _OfPrimal(IndexOperatorDesc):
-    """``IndexAdjointDesc`` and ``IndexPrimalDesc``: linear maps built from
-    the passes of ``primal`` (an index-driven description) for its data
-    input ``wrt``, the indices their input 1 (their input 0 and the output
-    named by ``_like``). Not DirectML operators."""
+    """``IndexAdjointDesc`` and ``IndexPrimalDesc`` (no DirectML operators): linear maps built from the passes of
+    ``primal``, an index-driven description, for its data input ``wrt``; the indices are their input 1 (``_like``
+    names input 0 and the output)."""
 
     primal: IndexOperatorDesc
     wrt: int
@@ -244,9 +230,8 @@ class _OfPrimal(IndexOperatorDesc):
         raise NotImplementedError
 
     def _primal_layouts(self, index_layout, wrt_layout) -> list:
-        """The primal's input layouts: ``index_layout`` for its indices,
-        ``wrt_layout`` for its input ``wrt``, its own strides for the other
-        data inputs (which the passes built from the primal's never read)."""
+        """The primal's input layouts: ``index_layout`` for its indices, ``wrt_layout`` for its input ``wrt``, its
+        own strides for the other data inputs (never read by passes built from the primal's)."""
         p = self.primal
         k = p._index_position()
         return [index_layout if j == k else wrt_layout if j == self.wrt else (t.element_strides, 0)
@@ -255,21 +240,16 @@ class _OfPrimal(IndexOperatorDesc):
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class IndexAdjointDesc(_OfPrimal):
-    """The adjoint of an index-driven operator's linear part with respect to
-    its data input ``wrt``, applied to a gradient of the operator's output
-    (``GradientTensor``) for the operator's indices (``IndicesTensor``): a
-    packed tensor of that input's sizes. Not a DirectML operator (none sums):
-    opendml's differentiation runs it. Built from the primal's own passes,
-    each transposed:
+    """The adjoint of an index-driven operator's linear part in its data input ``wrt``, applied to a gradient of its
+    output (``GradientTensor``) for its indices (``IndicesTensor``): a packed tensor of that input's sizes. Not a
+    DirectML operator (none sums): opendml's differentiation runs it, built from the primal's own passes, each
+    transposed:
 
-    * a ``Gather`` reading the input: zero the result, then an accumulating
-      ``Scatter`` of the gradient at the same positions (repeated indices add
-      up in row-major order of the indices: the same bytes every run);
-    * the ``Copy`` of a scatter's input: the gradient copied, then every
-      position a ``Scatter`` writes set to zero;
-    * a ``Scatter`` of the updates: a ``Gather`` of the gradient at the
-      positions written, 0 for an update a later one overwrote (a repeated
-      index: only the update that wins gets its position's gradient).
+    * a ``Gather`` reading the input: the result zeroed, then an accumulating ``Scatter`` of the gradient at the same
+      positions (repeated indices add up in the indices' row-major order: the same bytes every run);
+    * the ``Copy`` of a scatter's input: the gradient copied, then every position a ``Scatter`` writes zeroed;
+    * a ``Scatter`` of the updates: a ``Gather`` of the gradient at the positions written, 0 for an update a later one
+      overwrote (of a repeated index, only the winning update gets its position's gradient).
     """
 
     gradient_tensor: TensorDesc
@@ -318,11 +298,10 @@ class IndexAdjointDesc(_OfPrimal):
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class IndexPrimalDesc(_OfPrimal):
-    """An index-driven operator's linear part as a function of its data input
-    ``wrt`` alone (its other data inputs zero): ``DataTensor`` (that input)
-    and ``IndicesTensor`` in, the primal's output out. The adjoint of
-    ``IndexAdjointDesc`` (a second derivative), built from the primal's
-    passes: a pass reading another data input writes zeros instead."""
+    """An index-driven operator's linear part in its data input ``wrt`` alone (the other data inputs zero):
+    ``DataTensor`` (that input) and ``IndicesTensor`` in, the primal's output out. The adjoint of
+    ``IndexAdjointDesc`` (a second derivative), built from the primal's passes, those reading another data input
+    writing zeros instead."""
 
     data_tensor: TensorDesc
     indices_tensor: TensorDesc

@@ -1,7 +1,5 @@
-"""What the data-movement family's lowerings share: the padding program
-(``pad_passes``) and scalar conversion by CAST's rules. Every operator's
-checks and its lowering frame to the move program (``plan.MovePlan``) are
-``_common.OperatorDesc``'s."""
+"""What the data-movement family's lowerings share: the padding program (``pad_passes``) and scalar conversion by
+CAST's rules. Every operator's checks and its lowering frame (``plan.MovePlan``) are ``_common.OperatorDesc``'s."""
 from __future__ import annotations
 
 import math
@@ -14,20 +12,18 @@ from ._spec import is_float
 
 
 class MoveOperatorDesc(OperatorDesc):
-    """The data-movement family's operators (the ones added after the first
-    five): the contract and the lowering are ``OperatorDesc``'s."""
+    """The data-movement family's operators (those after the first five): contract and lowering are
+    ``OperatorDesc``'s."""
 
     def output_sizes_for(self, input_sizes):
-        """The output sizes (one tuple per output) for inputs of ``input_sizes`` with this description's
-        other fields, by the operator's one formula: ints or PyTorch's symbolic sizes alike (a traced call's
-        sizes under dynamic shapes). None where the operator states no such formula (its sizes then come from
-        the validated description alone)."""
+        """The output sizes (one tuple per output) for inputs of ``input_sizes`` with this description's other fields,
+        by the operator's one formula: ints or PyTorch's symbolic sizes alike (a traced call's sizes under dynamic
+        shapes). None where the operator states no such formula (its sizes come from the validated description)."""
         return None
 
     def linear_part(self):
-        """Moving elements is linear in them where they are float (see
-        ``_spec``); integer data is not differentiated. An operator with a
-        constant term, or whose output is not its data, overrides this."""
+        """Moving elements is linear in them where they are float (see ``_spec``); integer data is not
+        differentiated. Overridden by an operator with a constant term, or whose output is not its data."""
         return self if is_float(self.outputs[0].data_type) else None
 
 
@@ -59,10 +55,8 @@ class ElementWiseDesc(SameSizes, MoveOperatorDesc):
 
 
 def convert_scalar(value, data_type):
-    """A FLOAT or scalar-union value as a value of ``data_type``, by CAST's
-    rules (see ``cast``): to an integer type, truncate toward zero and
-    saturate, NaN -> 0; to a float type, the float (the kernels round it to
-    the type, to nearest)."""
+    """A FLOAT or scalar-union value as a value of ``data_type``, by CAST's rules (see ``cast``): to an integer type,
+    truncate toward zero and saturate, NaN -> 0; to a float type, the float (the kernels round it to nearest)."""
     kind = data_type.numpy_dtype.kind
     if kind == "f":
         return float(value)
@@ -77,23 +71,18 @@ def convert_scalar(value, data_type):
 
 
 class PadPasses(tuple):
-    """The passes ``pad_passes`` gives, with ``pad``: ``(mode, fill value or
-    None, start, end)``, which ``lower`` hands on as ``MovePlan.pad`` (the
-    CUDA backend runs such a program as one launch; runtime may not import
-    ops, so it reads the program's shape from the plan instead of rebuilding
-    it)."""
+    """``pad_passes``' passes, with ``pad``: ``(mode, fill value or None, start, end)``, which ``lower`` hands on as
+    ``MovePlan.pad`` (the CUDA backend runs such a program as one launch, reading its shape from the plan: runtime
+    may not import ops to rebuild it)."""
 
     pad: tuple
 
 
 def pad_passes(mode: int, fill_value, in_sizes, start, end, layout, out_strides) -> PadPasses:
-    """The passes of PADDING/PADDING1: the interior ``Copy`` (no map), then for
-    each axis k the two border slabs (before and after the input along k;
-    interior along the axes before k, whole along the axes after it): a
-    ``Fill`` for CONSTANT (``mode`` 0), else a ``Copy`` whose ``AxisMap`` reads
-    the input position the mode chooses. Every output element is written by
-    exactly one pass. Returned as a ``PadPasses`` (a tuple) naming the
-    program."""
+    """The passes of PADDING/PADDING1 as a ``PadPasses`` (a tuple naming the program): the interior ``Copy`` (no map),
+    then for each axis k the two border slabs (before and after the input along k; interior along the axes before k,
+    whole along those after it): a ``Fill`` for CONSTANT (``mode`` 0), else a ``Copy`` whose ``AxisMap`` reads the
+    input position the mode chooses. Every output element is written by exactly one pass."""
     strides, origin = layout
     r = len(in_sizes)
     out_sizes = tuple(n + s + e for n, s, e in zip(in_sizes, start, end))

@@ -1,16 +1,11 @@
-"""What an operator declares about its DirectML struct: tensor slots and fields
-with kinds, in the struct's order (``DirectML.h``), and DirectML's enums used
-by the data-movement family.
+"""What an operator declares about its DirectML struct: tensor slots and typed fields in the struct's order
+(``DirectML.h``), and the DirectML enums the data-movement family uses.
 
-A slot or field knows its DirectML (JSON) name, the description's attribute,
-and how its value reads from and writes to the JSON form; ``jsonform``, the
-command line, ``Device`` and the DxDispatch runner loop over these
-declarations and hold no operator names. Rules on the values (ranges,
-lengths, types per feature level) belong to the operator modules, which
-name the operator in their messages; the kinds here only check the JSON
-shape (an integer, an array of integers, a known enum name...) and raise
-``JsonFormError``-style messages through the ``fail`` callable they are given,
-so that every message names the JSON path.
+Each slot or field knows its DirectML (JSON) name, its attribute, and its JSON reading and writing, so ``jsonform``, the
+command line, ``Device`` and the DxDispatch runner loop over declarations and name no operator. Value rules (ranges,
+lengths, types per feature level) are the operator modules', whose messages name the operator; the kinds check only the
+JSON shape (an integer, an array of integers, a known enum name...) and raise ``JsonFormError``-style messages, naming
+the JSON path, through the ``fail`` callable they are given.
 """
 from __future__ import annotations
 
@@ -28,10 +23,9 @@ from ..model._checks import _short, json_text, type_name
 from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import ValidationError
 
-#: DML_OPERATOR_TYPE in DirectML.h order (the index is the enum value; 0 is
-#: DML_OPERATOR_INVALID), through DML_TARGET_VERSION 0x6400. Names without
-#: their ``DML_OPERATOR_`` prefix; an operator's ``TYPE_VALUE`` is its index. ``SCATTER`` is an alias of
-#: SCATTER_ELEMENTS (``ops.ALIASES``).
+#: DML_OPERATOR_TYPE in DirectML.h order (the index is the enum value, an operator's ``TYPE_VALUE``; 0 is
+#: DML_OPERATOR_INVALID), through DML_TARGET_VERSION 0x6400, without the ``DML_OPERATOR_`` prefix. ``SCATTER`` is an
+#: alias of SCATTER_ELEMENTS (``ops.ALIASES``).
 OPERATOR_TYPES: tuple[str, ...] = tuple("""
 INVALID ELEMENT_WISE_IDENTITY ELEMENT_WISE_ABS ELEMENT_WISE_ACOS ELEMENT_WISE_ADD ELEMENT_WISE_ASIN
 ELEMENT_WISE_ATAN ELEMENT_WISE_CEIL ELEMENT_WISE_CLIP ELEMENT_WISE_COS ELEMENT_WISE_DIVIDE ELEMENT_WISE_EXP
@@ -118,12 +112,10 @@ class ScaleBias:
 
 @dataclasses.dataclass(frozen=True)
 class Tensor:
-    """A tensor slot of an operator struct: ``json`` its DirectML name
-    (``InputTensor``, ``InputTensors``, ``OutputGradientTensor``...), ``attr``
-    the description's attribute, ``role`` ``"input"`` or ``"output"``,
-    ``many`` for an array of tensors (JOIN's ``InputTensors``, SPLIT's
-    ``OutputTensors``; the attribute then holds a tuple), ``optional`` where
-    the description may leave it None (an output whose sizes are derived)."""
+    """A tensor slot of an operator struct: ``json`` its DirectML name (``InputTensor``, ``InputTensors``,
+    ``OutputGradientTensor``...), ``attr`` the description's attribute, ``role`` ``"input"`` or ``"output"``,
+    ``many`` for an array of tensors (JOIN's ``InputTensors``, SPLIT's ``OutputTensors``: the attribute holds a
+    tuple), ``optional`` where the description may leave it None (an output of derived sizes)."""
     json: str
     attr: str
     role: str = "input"
@@ -150,14 +142,11 @@ DOUBLE_MAX = float.fromhex("0x1.fffffffffffffp+1023")
 
 
 def to_float(value, name: str, fail: Fail = ValidationError) -> float:
-    """A FLOAT field's value (``name``: the field, as messages name it) as a
-    Python float: a real number, an integer or float of Python or NumPy (bool
-    refused). An integer beyond the double range (``10**400``) cannot be a
-    FLOAT: ``fail(message)`` (by default a ``ValidationError``) names the
-    field and the value, never ``OverflowError``; so can a finite NumPy long
-    double beyond it (``np.longdouble("1e4000")``, which ``float`` makes
-    infinite). NaN and the infinities given as floats are FLOAT values and
-    pass through."""
+    """A FLOAT field's value (``name``: the field, as messages name it) as a Python float: an integer or float of
+    Python or NumPy (bool refused). An integer beyond the double range (``10**400``), or a finite NumPy long double
+    beyond it (``np.longdouble("1e4000")``, which ``float`` makes infinite), is refused by ``fail(message)`` (by default
+    a ``ValidationError``) naming the field and the value, never ``OverflowError``. NaN and the infinities given as
+    floats are FLOAT values and pass through."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise fail(f"{name} must be a number; got {_short(value)}")
     try:
@@ -172,18 +161,16 @@ def to_float(value, name: str, fail: Fail = ValidationError) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class FieldKind:
-    """Base of the field kinds: ``json`` DirectML's name, ``attr`` the
-    description's attribute, ``default`` the value the JSON form may leave out
-    (``REQUIRED``: it must be given; a callable: computed from the values
-    parsed so far, a dict of JSON name -> value holding the input tensors and
-    the fields before this one)."""
+    """Base of the field kinds: ``json`` DirectML's name, ``attr`` the description's attribute, ``default`` the value
+    where the JSON form leaves it out (``REQUIRED``: it must be given; a callable: computed from the values parsed so
+    far, a dict of JSON name -> value of the input tensors and the earlier fields)."""
     json: str
     attr: str
     default: Any = dataclasses.field(default=REQUIRED, kw_only=True)
 
     kind = "?"
-    #: The plain kinds' JSON rule: what a value must be, for the message, and
-    #: ``accepts(value)``, its test (a staticmethod of each such kind).
+    #: The plain kinds' JSON rule: what a value must be, for the message, and ``accepts(value)``, its test (a
+    #: staticmethod of each such kind).
     expects = "?"
 
     @property
@@ -208,10 +195,8 @@ class FieldKind:
 
 @dataclasses.dataclass(frozen=True)
 class Field(FieldKind):
-    """An array of integers (``UINT*``/``INT*`` with a count field): ``fill``
-    is the value of every entry when the JSON form leaves the field out
-    (None: required), one per entry of the operator's first integer-array
-    field."""
+    """An array of integers (``UINT*``/``INT*`` with a count field): ``fill`` is every entry's value when the JSON form
+    leaves the field out (None: required), one per entry of the operator's first integer-array field."""
     fill: int | None = None
 
     kind, expects = "int[]", "an array of integers"
@@ -264,10 +249,9 @@ class Bool(FieldKind):
 
 @dataclasses.dataclass(frozen=True)
 class Enum(FieldKind):
-    """A DirectML enum (``DML_PADDING_MODE``, ``DML_DEPTH_SPACE_ORDER``,
-    ``DML_TENSOR_DATA_TYPE``): JSON gives the member's name, short
-    (``"REFLECTION"``) or DirectML's (``"DML_PADDING_MODE_REFLECTION"``), or
-    its integer value; the JSON form writes the short name."""
+    """A DirectML enum (``DML_PADDING_MODE``, ``DML_DEPTH_SPACE_ORDER``, ``DML_TENSOR_DATA_TYPE``): JSON gives a
+    member's integer value or name, short (``"REFLECTION"``) or DirectML's (``"DML_PADDING_MODE_REFLECTION"``); the
+    JSON form writes the short name."""
     enum: type = None  # type: ignore[assignment]
 
     kind = "enum"
@@ -300,12 +284,10 @@ SCALAR_MEMBERS = {DataType.INT8: "Int8", DataType.UINT8: "UInt8", DataType.INT16
 
 @dataclasses.dataclass(frozen=True)
 class ScalarUnion(FieldKind):
-    """A ``DML_SCALAR_UNION`` whose member is chosen by the sibling field
-    ``type_field`` (a ``DML_TENSOR_DATA_TYPE`` declared before it: PADDING1's
-    ``PaddingValueDataType``/``PaddingValue``). JSON gives a number, or an
-    object naming the union member (``{"Float32": 9}``, ``{"Int64": -1}``);
-    integer types take integers. The description holds a Python int or
-    float; its range is the operator's rule."""
+    """A ``DML_SCALAR_UNION`` whose member the sibling field ``type_field`` chooses (a ``DML_TENSOR_DATA_TYPE``
+    declared before it: PADDING1's ``PaddingValueDataType``/``PaddingValue``). JSON gives a number, or an object
+    naming the member (``{"Float32": 9}``, ``{"Int64": -1}``); integer types take integers. The description holds a
+    Python int or float, its range the operator's rule."""
     type_field: str = ""
 
     kind = "scalar"
@@ -335,19 +317,16 @@ class ScalarUnion(FieldKind):
 
 
 def input_type(parsed: dict):
-    """The default of a ``DML_TENSOR_DATA_TYPE`` field the JSON form leaves out
-    (PADDING1's ``PaddingValueDataType``, DIAGONAL_MATRIX1's ``ValueDataType``):
-    the input's type, or None without an input (then the output's)."""
+    """The default of a ``DML_TENSOR_DATA_TYPE`` field the JSON form leaves out (PADDING1's ``PaddingValueDataType``,
+    DIAGONAL_MATRIX1's ``ValueDataType``): the input's type, or None without an input (the output's then)."""
     return getattr(parsed.get("InputTensor"), "data_type", None)
 
 
 @dataclasses.dataclass(frozen=True)
 class Struct(FieldKind):
-    """A pointer to a struct, ``_Maybenull_`` when ``default`` is None
-    (IDENTITY's ``DML_SCALE_BIAS* ScaleBias``): JSON gives an object of the
-    struct's members (``{"Scale": 2, "Bias": 1}``) or null. ``members`` pairs
-    each DirectML member name with the struct class's attribute; every member
-    is a FLOAT."""
+    """A pointer to a struct, ``_Maybenull_`` where ``default`` is None (IDENTITY's ``DML_SCALE_BIAS* ScaleBias``):
+    JSON gives null or an object of the struct's members (``{"Scale": 2, "Bias": 1}``), each a FLOAT. ``members``
+    pairs each DirectML member name with the struct class's attribute."""
     struct: type = ScaleBias
     members: tuple[tuple[str, str], ...] = (("Scale", "scale"), ("Bias", "bias"))
 
@@ -380,31 +359,22 @@ class Struct(FieldKind):
 
 @dataclasses.dataclass(frozen=True)
 class Binding:
-    """The array-API function that builds an operator's description, declared
-    by the operator class (``BINDING``; none where a newer operator replaces
-    it in the array API, as PADDING1 does PADDING).
+    """The array-API function building an operator's description, declared by the class as ``BINDING`` (none where a
+    newer operator takes its place in the array API, as PADDING1 takes PADDING's).
 
-    ``function``: its name (``"pad"``); ``inputs``/``args``: the input shapes
-    and other arguments of a small valid call (documentation, and the
-    contract tests' cases); ``array``: its array argument's name (``"x"``;
-    ``"arrays"`` for JOIN's sequence); ``slot``: the DirectML tensor that
-    argument becomes; ``others``: further array arguments as ``name ->
-    (DirectML tensor, example values, example dtype)``; ``added_axes``: the
-    dimensions the tensors have beyond the array argument (ONE_HOT's);
-    ``optional``: the array may be left out (a generator, given
-    ``api.no_array``).
+    ``function``: its name (``"pad"``); ``inputs``/``args``: the input shapes and other arguments of a small valid call
+    (for the documentation and the contract tests); ``array``: the array argument's name (``"x"``; ``"arrays"``: JOIN's
+    sequence); ``slot``: the DirectML tensor it becomes; ``others``: further array arguments, ``name -> (DirectML
+    tensor, example values, example dtype)``; ``added_axes``: the tensors' dimensions beyond the array argument's
+    (ONE_HOT's); ``optional``: the array may be left out (a generator, given ``api.no_array``).
 
-    The function is generated from the rest (``arrays.front``): ``params``
-    (after the array, as a ``def`` writes them; None: written elsewhere),
-    ``doc`` (summary and the other parameters' entries), ``shape``,
-    ``returns``, ``rules`` (what its ``ValidationError`` names; the index
-    check's error is added where ``params`` has ``check_indices``) and ``route``
-    (``"move"``, ``"plan"`` or ``"index"``). The class's ``arguments(api, x,
-    *args)`` turns the arguments into the description, ``api`` being
-    ``arrays.front.ARGUMENT_API``. ``members``: the parameters read as an
-    enum's member (a mode, an order, a dtype), which must reach ``arguments``
-    as members under ``torch.compile`` too (Dynamo hands a function it takes
-    into a graph whole an ``IntEnum`` member's int, losing its type)."""
+    ``arrays.front`` generates the function from the rest: ``params`` (after the array, as a ``def`` writes them; None:
+    written elsewhere), ``doc`` (summary and the other parameters' entries), ``shape``, ``returns``, ``rules`` (what its
+    ``ValidationError`` names; the index check's error is added where ``params`` has ``check_indices``) and ``route``
+    (``"move"``, ``"plan"`` or ``"index"``). The class's ``arguments(api, x, *args)`` (``api``:
+    ``arrays.front.ARGUMENT_API``) makes the description. ``members``: the parameters read as an enum member (a mode, an
+    order, a dtype), which must reach ``arguments`` as members under ``torch.compile`` too (Dynamo passes a function it
+    traces whole an ``IntEnum`` member as its int)."""
     function: str
     inputs: tuple
     args: dict = dataclasses.field(default_factory=dict)
@@ -423,9 +393,8 @@ class Binding:
 
 
 def scalar_int(value) -> int | None:
-    """``value`` as an int where an int is given in place of a sequence: a
-    Python or NumPy integer (not a bool), or a 0-d array whose entry
-    ``as_int`` reads as one (NumPy, PyTorch...); else None."""
+    """``value`` as an int where one is given for a sequence: a Python or NumPy integer (no bool), or a 0-d array
+    whose entry ``as_int`` reads as one (NumPy, PyTorch...); else None."""
     if isinstance(value, (int, np.integer)):
         return None if isinstance(value, bool) else int(value)
     if getattr(value, "ndim", None) == 0:
@@ -460,26 +429,21 @@ def snake(name: str) -> str:
 
 # -- differentiation and chunking: what an operator declares beside its lowering -----
 #
-# Read by the framework adapters with no branch per operator:
+# Read by the framework adapters, with no branch per operator:
 #
-# * ``linear_part()``: the description without its constant term (IDENTITY's
-#   Bias, a constant PADDING's value), or None where it is not differentiable
-#   for its types. Forward-mode AD applies it to the tangents.
-# * ``adjoint(api, *cotangents)``: the adjoint of ``linear_part()``, one array
-#   per input, written with the opendml operators of ``api``
-#   (``opendml.arrays.engine.ADJOINT_API``: the array API's functions and
-#   ``reshape(x, shape)``, ``sum(x, axes)``, handed down: the operator
-#   modules never import the array layer), so a gradient of a gradient takes the same routes again.
-# * ``ADJOINT_INPUTS`` (optional): input positions whose values the adjoint
-#   reads (index tensors), passed after the cotangents; they get no gradient.
-# * ``chunking()`` (Dask): ``{input axis: 0 or m}``, the axes a block-wise run
-#   needs whole (0) or cut at multiples of m, the operator run on each block;
-#   none: whole arrays. Blocks that overlap or scatter name a kind instead,
-#   each with one graph builder reading the description: ``GATHER`` (a
-#   strided lattice of the input, ``gather_axes()``: SLICE, SLICE1),
-#   ``SCATTER`` (zeros with the input on such a lattice, ``scatter_axes()``:
-#   SLICE_GRAD), ``WINDOWS`` (sliding windows with a halo: UNFOLD),
-#   ``WINDOW_SUMS`` (their sums back into an image: FOLD).
+# * ``linear_part()``: the description without its constant term (IDENTITY's Bias, a constant PADDING's value), or None
+#   where its types are not differentiated. Forward-mode AD applies it to the tangents.
+# * ``adjoint(api, *cotangents)``: the adjoint of ``linear_part()``, one array per input, written with ``api``'s opendml
+#   operators (``opendml.arrays.engine.ADJOINT_API``: the array API's functions, ``reshape(x, shape)`` and ``sum(x,
+#   axes)``, handed down since the operator modules never import the array layer), so a second derivative takes the same
+#   routes.
+# * ``ADJOINT_INPUTS`` (optional): input positions (index tensors) whose values the adjoint reads, passed after the
+#   cotangents; they get no gradient.
+# * ``chunking()`` (Dask): ``{input axis: 0 or m}``, the axes a block-wise run (the operator on each block) needs whole
+#   (0) or cut at multiples of m; none: whole arrays. Overlapping or scattering blocks name a kind instead, each with
+#   one graph builder reading the description: ``GATHER`` (a strided lattice of the input, ``gather_axes()``: SLICE,
+#   SLICE1), ``SCATTER`` (zeros with the input on such a lattice, ``scatter_axes()``: SLICE_GRAD), ``WINDOWS`` (sliding
+#   windows with a halo: UNFOLD), ``WINDOW_SUMS`` (their sums back into an image: FOLD).
 
 GATHER, SCATTER, WINDOWS, WINDOW_SUMS = "gather", "scatter", "windows", "window_sums"
 

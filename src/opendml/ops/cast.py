@@ -1,32 +1,26 @@
 """DML_CAST_OPERATOR_DESC: ``Output[i] = convert(Input[i])`` to the output's
 DataType, for every pair of the 11 types.
 
-The page says only "casts each element". The conversion rules opendml
-follows (those of Direct3D's float-to-integer instructions and of C for the
-rest), identical on every backend:
+The page says only "casts each element", not what DirectML does for NaN, out-of-range floats or narrowing integers.
+opendml's rules (those of Direct3D's float-to-integer instructions and of C for the rest), identical on every backend
+and tested:
 
 * to the same type: a bit-exact copy;
-* float to float: round to nearest, ties to even; a finite value beyond the
-  target's range becomes an infinity; NaN stays NaN (sign and payload are not
-  promised across widths);
-* integer to float: round to nearest, ties to even (uint64/int64 to float16
-  or float32 may round; values beyond float16's range become infinity);
-* float to integer: truncate toward zero, then saturate to the target's
-  range (so -1.5 -> -1 for signed, 0 for unsigned; +inf -> the maximum,
-  -inf -> the minimum); NaN -> 0;
-* integer to integer: two's complement wrap-around (the low bits are kept,
-  as a C cast does), e.g. INT32 300 -> UINT8 44, INT8 -1 -> UINT32 4294967295.
-
-The page does not say what DirectML does for NaN, out-of-range floats, or
-narrowing integers; these are opendml's choices, stated here and tested.
+* float to float: round to nearest, ties to even; a finite value beyond the target's range becomes an infinity; NaN
+  stays NaN (sign and payload are not promised across widths);
+* integer to float: round to nearest, ties to even (uint64/int64 to float16 or float32 may round; values beyond
+  float16's range become infinity);
+* float to integer: truncate toward zero, then saturate to the target's range (so -1.5 -> -1 for signed, 0 for
+  unsigned; +inf -> the maximum, -inf -> the minimum); NaN -> 0;
+* integer to integer: two's complement wrap-around (the low bits are kept, as a C cast does), e.g. INT32 300 -> UINT8
+  44, INT8 -1 -> UINT32 4294967295.
 """
 from __future__ import annotations
 
 import dataclasses
 
 from ..model.tensor_desc import TensorDesc
-from ._common import TYPES_4_1, support
-from ._common import T as _T
+from ._common import TYPES_4_1, support, T as _T
 from ._move import ElementWiseDesc
 from ._spec import Binding, is_float
 
@@ -52,13 +46,10 @@ class CastOperatorDesc(ElementWiseDesc):
     Parameters
     ----------
     dtype : numpy.dtype, type, str, torch.dtype, JAX dtype, DataType or its int value
-        The result's element type: one of the 11 DirectML types, spelt as
-        any framework spells it: a NumPy dtype, scalar type or string
-        (``np.int8``, ``"int8"``, ``"i1"``), a PyTorch dtype
-        (``torch.int8``), a JAX or ml_dtypes dtype (``jnp.int8``), a
-        ``DataType``, its int value (what ``torch.compile`` passes for it),
-        or a ``DataType`` name (``"INT8"``, ``"DML_TENSOR_DATA_TYPE_INT8"``),
-        whatever ``x``'s framework.""")
+        The result's element type: one of the 11 DirectML types, spelt as any framework spells it, whatever ``x``'s
+        framework: a NumPy dtype, scalar type or string (``np.int8``, ``"int8"``, ``"i1"``), a PyTorch dtype
+        (``torch.int8``), a JAX or ml_dtypes dtype (``jnp.int8``), a ``DataType``, its int value (what
+        ``torch.compile`` passes for it), or a ``DataType`` name (``"INT8"``, ``"DML_TENSOR_DATA_TYPE_INT8"``).""")
     OUTPUT_DERIVABLE = False
     SUPPORT = support({"1_0": 4, "3_1": (1, 8)}, types={"1_0": _CAST_1_0, "3_0": _CAST_3_0, "4_1": TYPES_4_1})
 
@@ -75,8 +66,7 @@ class CastOperatorDesc(ElementWiseDesc):
         self._check_slot_tensors(same_type=False)
         self._check_sizes("OutputTensor", self.output_tensor, self.input_tensor.sizes, "InputTensor.Sizes")
 
-    # differentiation (see ``_spec``): a cast between float types is linear (up
-    # to rounding); its adjoint casts back. Casts to or from integers are not.
+    # differentiation (see ``_spec``): float-to-float casts are linear (up to rounding; adjoint: cast back), others not.
 
     def linear_part(self):
         return self if is_float(self.input_tensor.data_type) and is_float(self.output_tensor.data_type) else None

@@ -1,25 +1,17 @@
-"""DML_DIAGONAL_MATRIX_OPERATOR_DESC (feature level 2_0) and
-DML_DIAGONAL_MATRIX1_OPERATOR_DESC (5_1): generators of identity-like
-matrices. The last two dimensions of the output are a matrix (height H,
-width W); the dimensions before them count a stack of matrices. With y the
-row and x the column of an element, its diagonal is ``x - y``:
+"""DML_DIAGONAL_MATRIX_OPERATOR_DESC (feature level 2_0) and DML_DIAGONAL_MATRIX1_OPERATOR_DESC (5_1): generators of
+identity-like matrices. The output's last two dimensions are a matrix (height H, width W); those before count a stack
+of matrices. The diagonal of the element at row y, column x is ``x - y``:
 
-* DIAGONAL_MATRIX: ``Value`` (a FLOAT, converted by CAST's rules) on
-  diagonal ``Offset``, 0 elsewhere.
-* DIAGONAL_MATRIX1: ``Value`` (a ``DML_SCALAR_UNION`` read as
-  ``ValueDataType``, which must equal ``OutputTensor.DataType``) on the
-  diagonals in ``[DiagonalFillBegin, DiagonalFillEnd)``; an inverted range
-  (begin > end) fills the diagonals outside ``[DiagonalFillEnd,
-  DiagonalFillBegin)`` instead (the page's pseudocode:
-  ``(End >= Begin) ^ (x - y >= Begin) ^ (x - y < End)``); begin == end fills
-  nothing. Elsewhere the optional ``InputTensor``'s element (of the
-  output's Sizes: erratum, docs/operators/diagonal-matrix.md), or 0.
+* DIAGONAL_MATRIX: ``Value`` (a FLOAT, converted by CAST's rules) on diagonal ``Offset``, 0 elsewhere.
+* DIAGONAL_MATRIX1: ``Value`` (a ``DML_SCALAR_UNION`` read as ``ValueDataType``, which must equal
+  ``OutputTensor.DataType``) on the diagonals in ``[DiagonalFillBegin, DiagonalFillEnd)``; an inverted range (begin >
+  end) fills the diagonals outside ``[DiagonalFillEnd, DiagonalFillBegin)`` instead (the page's pseudocode: ``(End >=
+  Begin) ^ (x - y >= Begin) ^ (x - y < End)``); begin == end fills nothing. Elsewhere the optional ``InputTensor``'s
+  element (of the output's Sizes: erratum, docs/operators/diagonal-matrix.md), or 0.
 
-Lowered to the move program: a ``Copy`` of the input (or a ``Fill`` of 0),
-then ``Fill`` passes of the value over each band of diagonals (``_band``).
-Every backend runs it; no kernel of its own. DIAGONAL_MATRIX1 with an
-InputTensor is affine in it: the derivative is the operator with Value 0,
-its own adjoint."""
+Lowered to the move program, which every backend runs (no kernel of its own): a ``Copy`` of the input (or a ``Fill``
+of 0), then ``Fill`` passes of the value over each band of diagonals (``_band``). DIAGONAL_MATRIX1 with an InputTensor
+is affine in it: the derivative is the operator with Value 0, its own adjoint."""
 from __future__ import annotations
 
 import dataclasses
@@ -38,15 +30,12 @@ _FAR = 1 << 62
 
 
 def _band(lo: int, hi: int, h: int, w: int) -> list[tuple[int, int, tuple, tuple]]:
-    """The element runs covering diagonals ``[lo, hi)`` of an h x w matrix,
-    each ``(row, column, sizes, steps)`` with steps in matrix units
-    (``(1, 1)`` along a diagonal, ``(0, 1)`` along a row, ``(1, 0)`` or
-    ``(1, 1)`` from row to row): one run per diagonal, or, where fewer
-    (ties too: contiguous memory), the rows' runs: each row the band clips
-    on one side alone is its own run (its length changes from row to row);
-    the rows it crosses whole are one parallelogram, the rows it clips on
-    both sides one full-width rectangle. Counted before any run is made:
-    the cost follows the runs made, not the matrix' height."""
+    """The element runs covering diagonals ``[lo, hi)`` of an h x w matrix, each ``(row, column, sizes, steps)``,
+    steps in matrix units (``(1, 1)`` along a diagonal, ``(0, 1)`` along a row, ``(1, 0)`` or ``(1, 1)`` row to row):
+    a run per diagonal, or, where fewer (ties too: contiguous memory), the rows' runs: a run for each row the band
+    clips on one side alone (its length changing row to row), one parallelogram for the rows it crosses whole, one
+    full-width rectangle for those it clips on both sides. Counted before any run is made: the cost follows the runs
+    made, not the matrix' height."""
     lo, hi = max(lo, 1 - h), min(hi, w)
     if lo >= hi:
         return []
@@ -67,9 +56,8 @@ def _band(lo: int, hi: int, h: int, w: int) -> list[tuple[int, int, tuple, tuple
 
 
 class _DiagonalRules(MoveOperatorDesc):
-    """What both generators share: the output's checks and the lowering of
-    ``fill_ranges()`` (the diagonals ``x - y`` filled: half-open ranges)
-    filled with ``fill_value()`` (a value of the output's type)."""
+    """What both generators share: the output's checks and the lowering filling ``fill_ranges()`` (half-open ranges
+    of diagonals ``x - y``) with ``fill_value()`` (of the output's type)."""
 
     DEFAULT_INPUT_START = 1
 
@@ -101,16 +89,15 @@ class _DiagonalRules(MoveOperatorDesc):
         return (tuple(input_sizes[0]) if input_sizes else self.output_tensor.sizes,)
 
     def linear_part(self):
-        """None: the output is no function of a data tensor (DIAGONAL_MATRIX1
-        with an InputTensor overrides this)."""
+        """None: the output is no function of a data tensor (overridden: DIAGONAL_MATRIX1 with an InputTensor)."""
         return None
 
     def adjoint(self, api, grad):
         raise NotImplementedError(f"{self.OPERATOR}: no input to differentiate")
 
     def chunking(self):
-        """A block-wise run needs whole matrices (the diagonals are counted
-        from each matrix' corner); the stack's dimensions may be cut anywhere."""
+        """A block-wise run needs whole matrices (diagonals count from each matrix' corner); the stack's dimensions may
+        be cut anywhere."""
         r = self.output_tensor.rank
         return {r - 2: 0, r - 1: 0} if self.inputs else {}
 
@@ -243,8 +230,7 @@ class DiagonalMatrix1OperatorDesc(_DiagonalRules):
         return self.value
 
     def linear_part(self):
-        """Where there is a float InputTensor: the operator with Value 0 (the
-        input with the filled diagonals zeroed)."""
+        """With a float InputTensor: the operator with Value 0 (the input with the filled diagonals zeroed)."""
         if self.input_tensor is None or not is_float(self.input_tensor.data_type):
             return None
         return self if self.value == 0 else dataclasses.replace(self, value=0.0)

@@ -1,19 +1,17 @@
-"""DML_FOLD_OPERATOR_DESC: sum sliding blocks back into an image (col2im), the
-adjoint of UNFOLD, over 1 to 6 spatial dimensions.
+"""DML_FOLD_OPERATOR_DESC (col2im, UNFOLD's adjoint): sliding blocks summed back into an image, over 1 to 6 spatial
+dimensions.
 
     BlocksPerDimension[d] = (OutputSpatialSize[d] + StartPadding[d] + EndPadding[d]
                              - Dilations[d] * (WindowSizes[d] - 1) - 1) / Strides[d] + 1
-    Input sizes: (N, C x prod(WindowSizes), prod(BlocksPerDimension)),
-    optionally preceded by 1s up to the output's DimensionCount (erratum:
-    docs/operators/fold.md).
+    Input sizes: (N, C x prod(WindowSizes), prod(BlocksPerDimension)), optionally after 1s up to the output's
+    DimensionCount (erratum: docs/operators/fold.md).
     Output[n, c, p] = sum over window elements k (row-major, increasing) of
                       Input[n, c * prod(WindowSizes) + k, b]
                       where b*Strides + k*Dilations - StartPadding == p
-    (b the row-major block multi-index; a value whose position falls in the
-    padding is dropped; an output element no block reaches is 0).
+    (b the row-major block multi-index; values positioned in the padding are dropped; an output element no block reaches
+    is 0).
 
-The output description is required: the spatial sizes come from it. Sums are
-exact and deterministic (see ``FoldPlan``)."""
+The output description is required (the spatial sizes come from it). Sums are exact and deterministic (``FoldPlan``)."""
 from __future__ import annotations
 
 import dataclasses
@@ -30,8 +28,8 @@ from ..model.errors import ValidationError
 
 
 def _is_sequence(value) -> bool:
-    """Sized and not text: a 0-d array has ``__len__`` but no length (the
-    description then refuses it as a scalar that is not an int)."""
+    """Sized and not text (a 0-d array has ``__len__`` but no length: the description refuses it as a non-int
+    scalar)."""
     return not isinstance(value, (str, bytes)) and hasattr(value, "__len__") and getattr(value, "ndim", 1) != 0
 
 
@@ -51,9 +49,8 @@ def _window_count(window) -> int | None:
 #: Every size product is computed in 64-bit signed arithmetic by the kernels.
 INT64_MAX = 2**63 - 1
 
-#: ``FoldPlan.sum_kind`` values; they mirror ``ODML_SUM_INTEGER`` (0) and
-#: ``ODML_SUM_FLOAT`` (1) of ``runtime/params.h`` (``runtime.params.SUM_*``),
-#: spelt out here because ``ops`` may not import ``runtime``.
+#: ``FoldPlan.sum_kind`` values; they mirror ``ODML_SUM_INTEGER`` (0) and ``ODML_SUM_FLOAT`` (1) of
+#: ``runtime/params.h`` (``runtime.params.SUM_*``), spelt out here because ``ops`` may not import ``runtime``.
 SUM_INTEGER = 0
 SUM_FLOAT = 1
 
@@ -73,14 +70,11 @@ class FoldOperatorDesc(_Windowed):
                       shape="The columns, of shape (N, C * prod(window_sizes), BlockCount)",
                       returns="of ``x``'s dtype and shape (N, C, *output_sizes)",
                       rules="BlockCount or the channels not what the window gives", doc=f"""DML_FOLD (col2im), the adjoint of ``unfold``: ``x`` of shape (N, C *
-    prod(window_sizes), BlockCount) summed back into an array of shape (N, C,
-    *output_sizes), each output element adding its window elements in
-    increasing window order (float16 sums in float32; integers wrap).
+    prod(window_sizes), BlockCount) summed back into an array of shape (N, C, *output_sizes), each output element adding
+    its window elements in increasing window order (float16 summing in float32; integers wrapping).
 
-    ``output_sizes`` are the spatial sizes of the result. Scalars apply to
-    every spatial axis; the number of spatial axes is the length of
-    ``output_sizes``, else of ``window_sizes``, else 1. BlockCount must be
-    what ``unfold`` gives for an input of the output's shape with the same
+    Scalars apply to every spatial axis; the number of spatial axes is the length of ``output_sizes``, else of
+    ``window_sizes``, else 1. BlockCount must be what ``unfold`` gives for an input of the output's shape with the same
     window, strides, dilations and padding.
 
     Parameters
@@ -89,8 +83,7 @@ class FoldOperatorDesc(_Windowed):
         The spatial sizes of the result.
 {WINDOW_DOC}
     start_padding, end_padding : int or sequence of int, optional
-        The padding ``unfold`` applied before and after each spatial axis
-        (default 0); padded positions are dropped.""")
+        The padding ``unfold`` applied before and after each spatial axis (default 0), whose positions are dropped.""")
     SCHEMA = ("(Tensor x, SymInt[] output_sizes, int[] window_sizes, int[] strides, int[] dilations, "
               "int[] start_padding, int[] end_padding) -> Tensor")
     OUTPUT_DERIVABLE = False
@@ -188,8 +181,7 @@ class FoldOperatorDesc(_Windowed):
 
     @property
     def expected_input_sizes(self) -> tuple[int, int, int]:
-        """``(N, C x prod(WindowSizes), BlockCount)`` from the output's sizes:
-        UNFOLD's output rule on them."""
+        """``(N, C x prod(WindowSizes), BlockCount)``: UNFOLD's output rule on the output's sizes."""
         return UnfoldOperatorDesc.output_sizes_of(self.output_tensor.sizes, self.window_sizes, self.strides,
                                                   self.dilations, self.start_padding, self.end_padding)
 
@@ -226,9 +218,8 @@ class FoldOperatorDesc(_Windowed):
         return SUM_FLOAT if self.input_tensor.data_type in FLOAT_TYPES else SUM_INTEGER
 
     def _passes(self, layouts):
-        """One ``WindowSums`` pass (the gather form). Of the input's strides only
-        the last three (N, rows, columns) matter, leading dimensions having
-        size 1."""
+        """One ``WindowSums`` pass (the gather form). Only the input's last three strides (N, rows, columns) matter,
+        leading dimensions having size 1."""
         ((ts, origin),) = layouts
         inp, out = self.input_tensor, self.output_tensor
         sizes = out.sizes
@@ -239,9 +230,8 @@ class FoldOperatorDesc(_Windowed):
 
 def plain_lowering(in_sizes: tuple, output_sizes, window_sizes, strides=1, dilations=1, start_padding=0,
                    end_padding=0) -> tuple | None:
-    """``(output sizes (N, C, *output_sizes), window, strides, dilations, start
-    padding, blocks per dimension)`` (see ``opendml.ops``); the spatial axes
-    are counted by ``output_sizes``, else ``window_sizes``, else 1."""
+    """``(output sizes (N, C, *output_sizes), window, strides, dilations, start padding, blocks per dimension)`` (see
+    ``opendml.ops``), the spatial axes counted by ``output_sizes``, else ``window_sizes``, else 1."""
     fields = (output_sizes, window_sizes, strides, dilations, start_padding, end_padding)
     d = next((len(v) for v in fields[:2] if type(v) is list or type(v) is tuple), 1)
     spatial, *window = [(v,) * d if type(v) is int else v for v in fields]

@@ -6,11 +6,10 @@ positions ``IndicesTensor`` holds,
                            IndicesTensor.Sizes[DimensionCount - IndexDimensions ..],
                            InputTensor.Sizes[Axis + 1 ..] }
 
-right-aligned to the tensors' one DimensionCount D: leading 1s are cropped
-where the concatenation is longer than D (they must be 1), prepended where
-it is shorter. Lowered to one ``Gather`` pass over the concatenation's index
-space whose coordinate along ``Axis`` is read from the indices (clamped into
-the dimension). Errata: docs/operators/index-family.md."""
+right-aligned to the tensors' one DimensionCount D: leading 1s are cropped where the concatenation is longer than D
+(they must be 1), prepended where shorter. Lowered to one ``Gather`` pass over the concatenation's index space whose
+coordinate along ``Axis`` is read from the indices (clamped into the dimension). Errata:
+docs/operators/index-family.md."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,19 +1,16 @@
-"""DML_GATHER_ND_OPERATOR_DESC and DML_GATHER_ND1_OPERATOR_DESC: whole
-sub-blocks of the input taken at the index tuples of ``IndicesTensor`` (its
-last dimension is the tuple size q), within ``BatchDimensionCount`` leading
-batch dimensions (GATHER_ND1; GATHER_ND is GATHER_ND1 with none),
+"""DML_GATHER_ND_OPERATOR_DESC and DML_GATHER_ND1_OPERATOR_DESC: whole sub-blocks of the input taken at
+``IndicesTensor``'s index tuples (its last dimension, of the tuple size q), within ``BatchDimensionCount`` leading batch
+dimensions (GATHER_ND1's; GATHER_ND has none),
 
     output[b..., j..., t...] = input[b..., indices[b..., j..., 0], ...,
                                      indices[b..., j..., q-1], t...]
     OutputTensor.Sizes = {1..., IndicesTensor.Sizes[D - IndicesDimensionCount .. D-1],
                           InputTensor.Sizes[D - InputDimensionCount + Batch + q .. D]}
 
-(D the tensors' one DimensionCount; the batch dimensions are the first
-``BatchDimensionCount`` of the meaningful dimensions of both tensors, and
-must agree). Lowered to one ``Gather`` pass with one indexed coordinate per
-tuple entry (each clamped into its dimension). The size rule follows the
-pages' worked example, not their formula: docs/operators/index-family.md
-(errata)."""
+(D the tensors' one DimensionCount; the batch dimensions are the first ``BatchDimensionCount`` of both tensors'
+meaningful dimensions, and must agree). Lowered to one ``Gather`` pass with one indexed coordinate per tuple entry (each
+clamped into its dimension). The size rule follows the pages' worked example, not their formula:
+docs/operators/index-family.md (errata)."""
 from __future__ import annotations
 
 import dataclasses
@@ -81,10 +78,9 @@ class _NdIndexing(IndexOperatorDesc):
         return (1,) * (self.input_tensor.rank - len(full)) + full
 
     def _nd_axes(self, xs, is_, io, data_strides):
-        """(pass sizes, the data tensor's strides over them, the IndexAxes):
-        ``xs`` the input's strides (where the batch and trailing dimensions
-        read), ``data_strides`` those of the tensor indexed (the input for a
-        gather, the output for a scatter)."""
+        """(pass sizes, the indexed data tensor's strides over them, the IndexAxes): ``xs`` the input's strides (read
+        along the batch and trailing dimensions), ``data_strides`` the indexed tensor's (a gather's input, a
+        scatter's output)."""
         inp, idx, b = self.input_tensor, self.indices_tensor, self._nd_batch
         d = inp.rank
         q = idx.sizes[d - 1]
@@ -120,16 +116,14 @@ class GatherNd1OperatorDesc(_NdIndexing):
                       "x.shape[batch_dimensions + q:]``", rules="indices without the tuples' axis, "
                       "``batch_dimensions`` not below the indices' rank, a tuple size q outside [1, x.ndim - "
                       "batch_dimensions]", doc=f"""DML_GATHER_ND1 (ONNX GatherND): ``indices``' last axis holds index
-    tuples of q entries into ``x``'s dimensions after the first
-    ``batch_dimensions`` (which both arrays share); ``out.shape ==
-    indices.shape[:-1] + x.shape[batch_dimensions + q:]``.
+    tuples of q entries into ``x``'s dimensions after the first ``batch_dimensions`` (shared by both arrays);
+    ``out.shape == indices.shape[:-1] + x.shape[batch_dimensions + q:]``.
 
     Parameters
     ----------
     {INDICES_DOC.format(what="Index tuples along the last axis")}
     batch_dimensions : int, optional
-        DirectML's BatchDimensionCount: the leading dimensions ``x`` and
-        ``indices`` share (default 0).
+        DirectML's BatchDimensionCount: the leading dimensions ``x`` and ``indices`` share (default 0).
     {CHECK_INDICES_DOC}""")
     C_INDEX = 4
     FIELDS = (*_NdIndexing.FIELDS, UInt("BatchDimensionCount", "batch_dimension_count"))

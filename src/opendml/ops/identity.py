@@ -1,8 +1,7 @@
-"""DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC: ``Output[i] = g(Input[i])`` with
-``g(x) = x * Scale + Bias`` where ``ScaleBias`` is given (float types only),
-else ``g(x) = x`` (the strided copy: strides express layout changes, padding
-and broadcasts). The decisions where the page is silent (float types only,
-the arithmetic's precision): docs/operators/identity.md."""
+"""DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC: ``Output[i] = g(Input[i])`` with ``g(x) = x * Scale + Bias`` where
+``ScaleBias`` is given (float types only), else ``g(x) = x`` (the strided copy: strides express layout changes, padding
+and broadcasts). Decisions where the page is silent (float types only, the arithmetic's precision):
+docs/operators/identity.md."""
 from __future__ import annotations
 
 import dataclasses
@@ -62,8 +61,7 @@ class ElementWiseIdentityOperatorDesc(ElementWiseDesc):
         sb = self.scale_bias
         return super()._passes(layouts, None if sb is None else (sb.scale, sb.bias))
 
-    # differentiation (see ``_spec``): g(x) = x * Scale + Bias is affine; its
-    # linear part scales, and scaling is its own adjoint.
+    # differentiation (see ``_spec``): g(x) = x * Scale + Bias is affine; its linear part scales, its own adjoint.
 
     def linear_part(self):
         if not is_float(self.input_tensor.data_type):

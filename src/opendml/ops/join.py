@@ -1,5 +1,4 @@
-"""DML_JOIN_OPERATOR_DESC: the inputs concatenated along ``Axis``; the inverse
-of SPLIT.
+"""DML_JOIN_OPERATOR_DESC: the inputs concatenated along ``Axis`` (SPLIT's inverse).
 
     OutputTensor.Sizes[d] = InputTensors[i].Sizes[d]       (d != Axis, every i)
     OutputTensor.Sizes[Axis] = sum_i InputTensors[i].Sizes[Axis]

@@ -1,16 +1,13 @@
-"""DML_ONE_HOT_OPERATOR_DESC: along ``Axis`` of the output, every sequence is
-OffValue but for OnValue at the position its index gives,
+"""DML_ONE_HOT_OPERATOR_DESC: every sequence along the output's ``Axis`` is OffValue but OnValue at the position its
+index gives,
 
     output[..., k, ...] = OnValue if k == indices[..., 0, ...] else OffValue
     IndicesTensor.Sizes = OutputTensor.Sizes, with 1 along Axis
 
-OffValue is ValuesTensor's element 0; OnValue its element 1 along the
-fastest-changing dimension of size > 1. The output's type is the values'.
-An index outside ``[-depth, depth)`` (depth = ``OutputTensor.Sizes[Axis]``)
-sets no OnValue (docs/operators/one-hot.md). Lowered to a ``Copy``
-broadcasting OffValue over the output and a ``Scatter`` of OnValue whose
-coordinate along ``Axis`` is read from the indices, skipped where out of
-range."""
+OffValue and OnValue are ValuesTensor's elements 0 and 1 along its fastest-changing dimension of size > 1, whose type
+the output has. An index outside ``[-depth, depth)`` (depth = ``OutputTensor.Sizes[Axis]``) sets no OnValue
+(docs/operators/one-hot.md). Lowered to a ``Copy`` broadcasting OffValue over the output and a ``Scatter`` of OnValue
+along ``Axis`` at the indices, skipped out of range."""
 from __future__ import annotations
 
 import dataclasses
@@ -40,10 +37,9 @@ class OneHotOperatorDesc(IndexOperatorDesc):
                       returns="of ``values``' dtype and shape ``indices.shape`` with ``depth`` inserted at ``axis``",
                       rules="``depth`` < 1, ``values`` not of two elements, an axis out of range",
                       doc="""DML_ONE_HOT (ONNX OneHot): a new axis of size ``depth`` at ``axis``
-    (of the output: -1 appends it) holding ``values[1]`` (on) at each index
-    and ``values[0]`` (off) elsewhere; the output's dtype is ``values``'. A
-    negative index of a signed type counts from the end; an index outside
-    ``[-depth, depth)`` gives an all-off row (no check).
+    (of the output: -1 appends it) holding ``values[1]`` (on) at each index, ``values[0]`` (off) elsewhere, of
+    ``values``' dtype. A negative index of a signed type counts from the end; one outside ``[-depth, depth)`` gives an
+    all-off row (unchecked).
 
     Parameters
     ----------
@@ -91,9 +87,8 @@ class OneHotOperatorDesc(IndexOperatorDesc):
         return (tuple(i[:a]) + (self.output_tensor.sizes[a],) + tuple(i[a + 1:]),)
 
     def linear_part(self):
-        """Not differentiated: the output is not a function of a data tensor
-        opendml differentiates (its values come from ValuesTensor, which the
-        array API takes as constants)."""
+        """Not differentiated: the output is no function of a data tensor opendml differentiates (its values come from
+        ValuesTensor, which the array API takes as constants)."""
         return None
 
     def _index_passes(self, layouts, out_strides):

@@ -1,5 +1,4 @@
-"""DML_PADDING_OPERATOR_DESC: the input inflated by ``StartPadding`` and
-``EndPadding`` elements per dimension,
+"""DML_PADDING_OPERATOR_DESC: the input grown by ``StartPadding`` and ``EndPadding`` elements per dimension,
 
     OutputTensor.Sizes[i] = InputTensor.Sizes[i] + StartPadding[i] + EndPadding[i]
     Output[o] = Input[o - StartPadding]  where that lies inside the input,
@@ -10,9 +9,8 @@
       SYMMETRIC   mirrored repeating the edge, periodically (period 2n)   (feature level 3_0)
       WRAP        Input[i mod n]                                          (feature level 6_4)
 
-Padding may exceed the input's size in every mode. ``PaddingValue`` is a
-FLOAT, converted to the output's type by CAST's rules. Errata and decisions
-(SYMMETRIC and WRAP, REFLECTION of one element): docs/operators/padding.md."""
+Padding may exceed the input's size in every mode. ``PaddingValue``, a FLOAT, converts to the output's type by CAST's
+rules. Errata and decisions (SYMMETRIC and WRAP, REFLECTION of one element): docs/operators/padding.md."""
 from __future__ import annotations
 
 import dataclasses
@@ -55,14 +53,11 @@ class PaddingRules(MoveOperatorDesc):
             raise UnsupportedError(f"{self.OPERATOR}: PaddingMode {self.padding_mode.name} was introduced in "
                                    f"feature level {need.label}; got feature level {level.label}")
 
-    # differentiation (see ``_spec``): CONSTANT padding is affine (the value is
-    # its constant), its adjoint the SLICE1 of the interior; the other modes
-    # read input elements several times, and their adjoint accumulates, axis
-    # by axis, every output position into the input position it read
-    # (``pad_axis_runs``): the interior is a SLICE1, each run of positions
-    # reading consecutive input elements (forward, backward) is SLICE1 then
-    # SLICE_GRAD (stride +1 or -1), and a run reading one element over and
-    # over (EDGE) is summed.
+    # differentiation (see ``_spec``): CONSTANT padding is affine (the value is its constant), its adjoint the SLICE1
+    # of the interior; the other modes read input elements several times, and their adjoint accumulates, axis by axis,
+    # every output position into the input position it read (``pad_axis_runs``): the interior is a SLICE1, each run of
+    # positions reading consecutive input elements (forward, backward) is SLICE1 then SLICE_GRAD (stride +1 or -1),
+    # and a run reading one element repeatedly (EDGE) is summed.
 
     def linear_part(self):
         if not is_float(self.input_tensor.data_type):
@@ -129,12 +124,9 @@ class PaddingOperatorDesc(PaddingRules):
 
 
 def pad_axis_runs(mode: int, start: int, end: int, n: int):
-    """The border positions of one padded axis (``start`` before the input
-    of ``n`` elements, ``end`` after it) grouped into maximal runs of
-    consecutive output positions whose input positions (``AxisMap.source``)
-    step by +1, -1 or 0: ``(first output position, length, first input
-    position, step)`` each. The interior (``start`` to ``start + n``) is not
-    listed."""
+    """The border positions of one padded axis (``start`` before the input of ``n`` elements, ``end`` after it; not the
+    interior) grouped into maximal runs of consecutive output positions whose input positions (``AxisMap.source``) step
+    by +1, -1 or 0: ``(first output position, length, first input position, step)`` each."""
     amap = AxisMap(mode, start, n)
     for lo, hi in ((0, start), (start + n, start + n + end)):
         o = lo

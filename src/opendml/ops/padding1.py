@@ -1,6 +1,5 @@
-"""DML_PADDING1_OPERATOR_DESC (feature level 5_0): PADDING (see ``padding``)
-with a typed ``PaddingValue``: a ``DML_SCALAR_UNION`` read as
-``PaddingValueDataType``, which must equal ``OutputTensor.DataType``
+"""DML_PADDING1_OPERATOR_DESC (feature level 5_0): PADDING (see ``padding``) with a typed ``PaddingValue``, a
+``DML_SCALAR_UNION`` read as ``PaddingValueDataType``, which must be ``OutputTensor.DataType``
 (``OperatorDesc._typed_scalar``)."""
 from __future__ import annotations
 
@@ -36,20 +35,16 @@ class Padding1OperatorDesc(PaddingRules):
                       members=("mode",),
                       returns="of ``x``'s dtype, each axis ``start + size + end`` long",
                       rules="an unknown ``mode``, a ``value`` out of the dtype's range", doc="""DML_PADDING1: ``x`` padded by ``start_padding``/``end_padding`` elements
-    per axis (an int pads every axis). ``mode``: "constant" (``value``, of
-    ``x``'s type), "edge", "reflect", "symmetric" or "wrap", as DirectML's
-    DML_PADDING_MODE (padding may exceed the axis' size; it repeats
-    periodically).
+    per axis (an int pads every axis), ``mode`` "constant" (``value``, of ``x``'s type), "edge", "reflect", "symmetric"
+    or "wrap", as DirectML's DML_PADDING_MODE (padding longer than the axis repeats periodically).
 
     Parameters
     ----------
     start_padding, end_padding : int or sequence of int
-        Elements added before and after each axis: an int for every axis,
-        or one int per axis.
+        Elements added before and after each axis: an int for all, or one per axis.
     mode : str or PaddingMode, optional
-        ``"constant"`` (the default), ``"edge"``, ``"reflect"`` (or
-        ``"reflection"``), ``"symmetric"``, ``"wrap"`` (any case), a
-        ``PaddingMode`` or its int value.
+        ``"constant"`` (the default), ``"edge"``, ``"reflect"`` (or ``"reflection"``), ``"symmetric"``, ``"wrap"`` in
+        any case, a ``PaddingMode`` or its int value.
     value : int or float, optional
         The constant mode's value (default 0); it must fit ``x``'s dtype.""")
     FIELDS = (Enum("PaddingMode", "padding_mode", enum=PaddingMode),

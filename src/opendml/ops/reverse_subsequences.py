@@ -5,11 +5,9 @@ elements of every sequence reversed, L read from ``SequenceLengthsTensor``
     output[..., k, ...] = input[..., L - 1 - k, ...]   if k < L
                           input[..., k, ...]           otherwise
 
-A length past the axis behaves as if clamped to it (the page); lengths 0 and
-1 copy the sequence. Lowered to one ``Gather`` pass whose coordinate along
-Axis is computed from the length (``INDEX_REVERSE_LENGTH``). The operation
-is its own adjoint (a permutation of each sequence that is its own
-inverse)."""
+A length past the axis behaves as if clamped to it (the page); lengths 0 and 1 copy the sequence. Lowered to one
+``Gather`` pass whose coordinate along Axis is computed from the length (``INDEX_REVERSE_LENGTH``). The operation is
+its own adjoint (each sequence's permutation is its own inverse)."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,14 +1,12 @@
-"""DML_SCATTER_OPERATOR_DESC, alias DML_SCATTER_ELEMENTS_OPERATOR_DESC: the
-input copied, then each update written at the position its index gives
-along ``Axis`` (the counterpart of GATHER_ELEMENTS),
+"""DML_SCATTER_OPERATOR_DESC, alias DML_SCATTER_ELEMENTS_OPERATOR_DESC (GATHER_ELEMENTS' counterpart): the input copied,
+then each update written along ``Axis`` at the position its index gives,
 
     output = input
     output[i, j, indices[i, j, k, ...], ...] = updates[i, j, k, ...]    (Axis 2)
 
-lowered to a ``Copy`` of the input and a ``Scatter`` pass of the updates whose
-destination coordinate along ``Axis`` is read from the indices (clamped into
-the dimension; where indices repeat, the last update in row-major order
-wins). Errata (introduced in 2_0, as DirectML.h says): docs/operators/index-family.md."""
+lowered to a ``Copy`` of the input and a ``Scatter`` of the updates, their coordinate along ``Axis`` read from the
+indices (clamped into the dimension; of repeated indices the last update in row-major order wins). Errata (introduced
+in 2_0, as DirectML.h says): docs/operators/index-family.md."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,8 +15,7 @@ from ..model.tensor_desc import TensorDesc
 from ..plan import Copy, Scatter
 from ._common import FLOAT16_32
 from ._move import SameSizes, WholeAxis
-from ._index import (CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, elements_axis, index_support,
-                     position)
+from ._index import CHECK_INDICES_DOC, INDICES_DOC, IndexOperatorDesc, elements_axis, index_support, position
 from ._spec import Binding, UInt
 
 

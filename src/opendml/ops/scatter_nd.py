@@ -1,16 +1,14 @@
-"""DML_SCATTER_ND_OPERATOR_DESC: the input copied, then whole sub-blocks of
-the updates written at the index tuples of ``IndicesTensor`` (the last
-dimension holds the tuple, of size q),
+"""DML_SCATTER_ND_OPERATOR_DESC: the input copied, then the updates' whole sub-blocks written at ``IndicesTensor``'s
+index tuples (its last dimension, of the tuple size q),
 
     output = input
     output[indices[j..., 0], ..., indices[j..., q-1], t...] = updates[j..., t...]
     UpdatesTensor.Sizes = {1..., IndicesTensor.Sizes[D - IndicesDimensionCount .. D-1],
                            InputTensor.Sizes[D - InputDimensionCount + q .. D]}
 
-lowered to a ``Copy`` of the input and a ``Scatter`` pass with one indexed
-coordinate per tuple entry (clamped into its dimension; where tuples repeat,
-the last update in row-major order wins). Errata (the closed ranges of the
-dimension counts, GATHER_ND's size rule): docs/operators/index-family.md."""
+lowered to a ``Copy`` of the input and a ``Scatter`` pass, an indexed coordinate per tuple entry (clamped into its
+dimension; of repeated tuples the last update in row-major order wins). Errata (the dimension counts' closed ranges,
+GATHER_ND's size rule): docs/operators/index-family.md."""
 from __future__ import annotations
 
 import dataclasses

@@ -8,9 +8,8 @@ from ..model._checks import UINT32_MAX
 from ..model.tensor_desc import TensorDesc
 from ..model._frozen import stored_init
 from ._common import AdjointByCall, TYPES_1_0, FastPathDesc, Field, plain_ints, support
-from ._spec import GATHER
+from ._spec import GATHER, Binding
 from .slice1 import Slice1OperatorDesc, batched_window, window_adjoint_call
-from ._spec import Binding
 
 
 @stored_init
@@ -92,8 +91,7 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
         return tuple(sizes)
 
     def canonical(self) -> Slice1OperatorDesc:
-        """The same copy as a SLICE1 (``slice1_window``): the form the
-        framework operators take."""
+        """The same copy as a SLICE1 (``slice1_window``): the framework operators' form."""
         return Slice1OperatorDesc(self.input_tensor, self.output_tensor, self.offsets,
                                   slice1_window(self.sizes, self.strides), self.strides)
 
@@ -128,17 +126,15 @@ class SliceOperatorDesc(AdjointByCall, FastPathDesc):
 
 
 def slice1_window(sizes, strides) -> list:
-    """SLICE is SLICE1 over the window its elements span: window sizes
-    ``(Sizes - 1) * Strides + 1`` (every stride positive); the one copy of
-    that rewrite (any int-like values)."""
+    """SLICE is SLICE1 over the window its elements span: window sizes ``(Sizes - 1) * Strides + 1`` (every stride
+    positive); the rewrite's one copy (any int-like values)."""
     return [(s - 1) * t + 1 for s, t in zip(sizes, strides)]
 
 
 def plain_lowering(in_sizes: tuple, offsets, sizes, strides) -> tuple[tuple, tuple, tuple] | None:
-    """``(output sizes, starts, steps)``: the packed output's element ``c`` is
-    the input's element ``starts + steps * c`` (see ``opendml.ops``), where
-    the fields are plain ints, one per dimension, by the window's rules (in
-    one pass); else None. SLICE's fast path as well."""
+    """``(output sizes, starts, steps)``: the packed output's element ``c`` is the input's element ``starts + steps *
+    c`` (see ``opendml.ops``), where the fields are plain ints, one per dimension, by the window's rules (in one pass);
+    else None. SLICE's fast path too."""
     n = len(in_sizes)
     offsets, sizes, strides = plain_ints(offsets, n), plain_ints(sizes, n), plain_ints(strides, n)
     if offsets is None or sizes is None or strides is None:

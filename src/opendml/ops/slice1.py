@@ -12,17 +12,14 @@ from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
 from ..model._checks import INT32_MAX, INT32_MIN, UINT32_MAX
 from ..model._frozen import stored_init
-from ._common import (AdjointByCall, FastPathDesc, Field, plain_ints, support,
-                      sequence_of)
-from ._spec import GATHER
-from ._spec import Binding
+from ._common import AdjointByCall, FastPathDesc, Field, plain_ints, support, sequence_of
+from ._spec import GATHER, Binding
 
 
 def max_copied_elements(window_size: int, window_stride: int) -> int:
-    """``1 + (InputWindowSize - 1) / |InputWindowStride|`` (erratum 3: the page
-    forgets the absolute value): SLICE1's output size along an axis when it
-    is not given, and the most it may be; the one copy of the formula (any
-    int-like values, symbolic sizes included)."""
+    """``1 + (InputWindowSize - 1) / |InputWindowStride|`` (erratum 3: the page forgets the absolute value): SLICE1's
+    output size along an axis when not given, and its maximum; the formula's one copy (any int-like values, symbolic
+    sizes included)."""
     return 1 + (window_size - 1) // abs(window_stride)
 
 
@@ -37,10 +34,9 @@ def check_taken(operator: str, name: str, counts, sizes, strides) -> None:
 
 
 def reaching_window(offsets, sizes, strides, counts) -> tuple[list, list]:
-    """(offsets, sizes) of the SLICE1 window that reaches exactly the first
-    ``counts`` elements the window (offsets, sizes, strides) reaches along
-    each axis: a negative stride walks from the window's end, so the smaller
-    window keeps its end. Its ``max_copied_elements`` are ``counts``."""
+    """(offsets, sizes) of the SLICE1 window reaching exactly the first ``counts`` elements the window (offsets, sizes,
+    strides) reaches per axis (its ``max_copied_elements``): a negative stride walks from the window's end, so the
+    smaller window keeps its end."""
     new_offsets, new_sizes = [], []
     for o, s, t, n in zip(offsets, sizes, strides, counts):
         reach = (n - 1) * abs(t) + 1
@@ -50,13 +46,10 @@ def reaching_window(offsets, sizes, strides, counts) -> tuple[list, list]:
 
 
 def window_adjoint_call(input_sizes, offsets, sizes, strides, counts) -> tuple:
-    """The adjoint of SLICE1 (window ``offsets``/``sizes``/``strides``, output
-    sizes ``counts`` or None for every reachable element) on an input of
-    ``input_sizes``, as an array-API call ``(name, arguments, None)``:
-    SLICE_GRAD of the window; where the window reads every element exactly
-    once (each axis whole, strides +-1: a copy that reverses some axes; known
-    only for plain ints) the same SLICE1 again, a permutation that is its own
-    inverse (the same bytes, no fill)."""
+    """The adjoint of SLICE1 (window ``offsets``/``sizes``/``strides``, output sizes ``counts`` or None for every
+    reachable element) on an input of ``input_sizes``, as an array-API call ``(name, arguments, None)``: SLICE_GRAD of
+    the window; where the window reads every element once (each axis whole, strides +-1: a copy reversing some axes;
+    known only for plain ints) the same SLICE1, a permutation that is its own inverse (the same bytes, no fill)."""
     offsets, sizes, strides = list(offsets), list(sizes), list(strides)
     if all(type(v) is int for vs in (offsets, sizes, strides, input_sizes) for v in vs) and all(
             o == 0 and s == n and abs(t) == 1 for o, s, t, n in zip(offsets, sizes, strides, input_sizes)) and (
@@ -66,10 +59,9 @@ def window_adjoint_call(input_sizes, offsets, sizes, strides, counts) -> tuple:
 
 
 def batched_window(args, b) -> tuple:
-    """vmap (SLICE's and SLICE1's ``batched_args``): window arguments (each a
-    per-axis list, or None) for an input with a new leading axis of ``b``
-    taken whole: offsets 0, sizes ``b``, strides 1, counts ``b``; ``args``
-    are ``(offsets, sizes, strides[, counts])``."""
+    """vmap (SLICE's and SLICE1's ``batched_args``): window arguments ``(offsets, sizes, strides[, counts])`` (each a
+    per-axis list, or None) for an input with a new leading axis of ``b`` taken whole: offset 0, size ``b``, stride 1,
+    count ``b``."""
     out = [[0, *args[0]], [b, *args[1]], [1, *args[2]]]
     if len(args) > 3:
         out.append(None if args[3] is None else [b, *args[3]])
@@ -77,9 +69,8 @@ def batched_window(args, b) -> tuple:
 
 
 class SliceWindow(AdjointByCall, FastPathDesc):
-    """SLICE1's window (its ``FIELDS``), which SLICE_GRAD shares: the
-    tensor SLICE1 reads (``_check_slice_window``) and the one holding the
-    elements it copies, ``TAKEN`` (DirectML name, attribute)."""
+    """SLICE1's window (its ``FIELDS``), shared with SLICE_GRAD: the tensor SLICE1 reads (``_check_slice_window``) and
+    the one holding the elements it copies, ``TAKEN`` (DirectML name, attribute)."""
 
     FIELDS = (Field("InputWindowOffsets", "input_window_offsets"), Field("InputWindowSizes", "input_window_sizes"),
               Field("InputWindowStrides", "input_window_strides"))
@@ -114,9 +105,8 @@ class SliceWindow(AdjointByCall, FastPathDesc):
         return tuple(max_copied_elements(s, t) for s, t in zip(self.input_window_sizes, self.input_window_strides))
 
     def canonical(self):
-        """The same description with a window that reaches exactly the
-        ``TAKEN`` tensor (``reaching_window``): the form the framework
-        operators take."""
+        """The same description with a window reaching exactly the ``TAKEN`` tensor (``reaching_window``): the
+        framework operators' form."""
         counts = getattr(self, self.TAKEN[1]).sizes
         if counts == self.max_output_sizes:
             return self
@@ -258,12 +248,10 @@ class Slice1OperatorDesc(SliceWindow):
 
 
 def _plain_window(sizes, offsets, window, steps) -> tuple | None:
-    """The rules of a window in the common case, in one pass: plain int
-    fields, a list or tuple of one per dimension, the window inside the input
-    (``sizes``), strides non-zero in INT32's range. ``(offsets, window,
-    steps)`` as tuples, the most elements copied per dimension and CopyStart
-    (a negative stride starts at the window's end), or None where anything is
-    otherwise (the detailed rules then say what)."""
+    """A window's rules in the common case, in one pass: plain int fields, a list or tuple of one per dimension, the
+    window inside the input (``sizes``), strides non-zero in INT32's range. Returns ``(offsets, window, steps)`` as
+    tuples, the most elements copied per dimension and CopyStart (a negative stride starts at the window's end), or
+    None for anything else (the detailed rules then say what)."""
     n = len(sizes)
     offsets, window, steps = sequence_of(offsets, n), sequence_of(window, n), sequence_of(steps, n)
     if offsets is None or window is None or steps is None:

@@ -1,12 +1,11 @@
-"""DML_SLICE_GRAD_OPERATOR_DESC: the adjoint of SLICE1. The output gradient has
-the shape of SLICE1's input; every element SLICE1 would have read receives the
-matching input-gradient value, every other element is 0:
+"""DML_SLICE_GRAD_OPERATOR_DESC, SLICE1's adjoint: an output gradient of SLICE1's input's shape, each element SLICE1
+would read receiving the matching input-gradient value, the others 0:
 
     CopyStart = InputWindowOffsets (+ InputWindowSizes - 1 where the stride is negative)
     OutputGradient[CopyStart + InputWindowStrides * c] = InputGradient[c]   (0 elsewhere)
 
-SLICE1's rules read backwards (``SliceWindow``): the window must fit the
-OUTPUT gradient, and the input gradient's sizes are SLICE1's output sizes."""
+SLICE1's rules read backwards (``SliceWindow``): the window must fit the OUTPUT gradient, the input gradient's sizes
+being SLICE1's output sizes."""
 from __future__ import annotations
 
 import dataclasses
@@ -23,9 +22,8 @@ from .slice1 import _plain_window as _slice1_window
 @stored_init
 @dataclasses.dataclass(frozen=True, repr=False)
 class SliceGradOperatorDesc(SliceWindow):
-    """``OutputGradientTensor`` is required (it has the shape of SLICE1's input,
-    which the window does not determine). ``input_tensor``/``output_tensor``
-    are the two gradient tensors, for code shared by every operator."""
+    """``OutputGradientTensor`` is required (SLICE1's input's shape, which the window does not determine);
+    ``input_tensor``/``output_tensor`` are the two gradients, for code every operator shares."""
 
     input_gradient_tensor: TensorDesc
     output_gradient_tensor: TensorDesc
@@ -41,9 +39,8 @@ class SliceGradOperatorDesc(SliceWindow):
                              "window_strides: Sequence[int]", route="plan",
                       shape="The gradient of ``slice1``'s output", returns="of ``grad``'s dtype and shape ``input_sizes``",
                       rules="a window reaching outside ``input_sizes``, ``grad.shape`` not the window's output",
-                      doc="""DML_SLICE_GRAD, the adjoint of ``slice1``: an array of shape
-    ``input_sizes`` (the shape of ``slice1``'s input) that is 0 except where
-    ``slice1`` with this window reads, which receives the matching element of
+                      doc="""DML_SLICE_GRAD, the adjoint of ``slice1``: an array of shape ``input_sizes`` (the shape of
+    ``slice1``'s input), 0 except where ``slice1`` with this window reads, which receives the matching element of
     ``grad`` (``grad.shape`` being ``slice1``'s output shape).
 
     Parameters
@@ -51,9 +48,8 @@ class SliceGradOperatorDesc(SliceWindow):
     input_sizes : sequence of int
         The shape of the result (``slice1``'s input), one entry per axis.
     window_offsets, window_sizes, window_strides : sequence of int
-        ``slice1``'s window, as ``slice1`` takes it (strides non-zero,
-        negative ones walking from the window's end); the window must lie in
-        ``input_sizes``.""")
+        ``slice1``'s window as ``slice1`` takes it (strides non-zero, negative ones walking from the window's end),
+        lying in ``input_sizes``.""")
     SCHEMA = ("(Tensor grad, SymInt[] input_sizes, SymInt[] window_offsets, SymInt[] window_sizes, "
               "int[] window_strides) -> Tensor")
     TAKEN = ("InputGradientTensor", "input_gradient_tensor")
@@ -91,9 +87,8 @@ class SliceGradOperatorDesc(SliceWindow):
 
     @property
     def first_positions(self) -> tuple[int, ...]:
-        """Per dimension, the lowest output-gradient position that receives a
-        value: the window's offset for a positive stride; for a negative one
-        the last element read, ``offset + (size - 1) - |stride| * (taken - 1)``."""
+        """Per dimension, the lowest output-gradient position receiving a value: the window's offset for a positive
+        stride; for a negative one the last element read, ``offset + (size - 1) - |stride| * (taken - 1)``."""
         return tuple(window_walk(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
                            self.input_gradient_tensor.sizes)[0])
 
@@ -133,10 +128,9 @@ class SliceGradOperatorDesc(SliceWindow):
     scatter_axes = SliceWindow.window_axes
 
     def _passes(self, layouts):
-        """One ``SliceScatter`` pass, walking output positions upwards: where
-        a stride is negative, position ``first + |stride| * i`` receives
-        input-gradient element ``taken - 1 - i``, so that dimension's input
-        stride is negated and its origin moved to the last element."""
+        """One ``SliceScatter`` pass walking output positions upwards: along a negative stride, position ``first +
+        |stride| * i`` receives input-gradient element ``taken - 1 - i``, so the input stride is negated and the
+        origin moved to the last element."""
         ((ts, origin),) = layouts
         grad, out = self.input_gradient_tensor, self.output_gradient_tensor
         first, step, back = window_walk(self.input_window_offsets, self.input_window_sizes, self.input_window_strides,
@@ -148,9 +142,8 @@ class SliceGradOperatorDesc(SliceWindow):
 
 
 def _plain_window(dims, taken, offsets, window, steps) -> tuple | None:
-    """SLICE1's ``_plain_window`` on the output gradient (``dims``), at most
-    the reachable elements taken (``taken``, the input gradient's sizes, one
-    per dimension): ``(offsets, window, steps)`` as tuples, else None."""
+    """SLICE1's ``_plain_window`` on the output gradient (``dims``), taking at most the reachable elements
+    (``taken``: the input gradient's sizes): ``(offsets, window, steps)`` as tuples, else None."""
     got = _slice1_window(dims, offsets, window, steps)
     if got is None or any(g > most for g, most in zip(taken, got[3])):
         return None
@@ -175,10 +168,9 @@ def plain_lowering(in_sizes: tuple, input_sizes, offsets, window, steps) -> tupl
 
 
 def window_walk(offsets, window, steps, taken) -> tuple[list, list, list]:
-    """``(first, step, reversed)`` per dimension of the positions a SLICE1
-    window (taking ``taken`` elements per dimension) reads and SLICE_GRAD's
-    writes, walked upwards: a negative stride starts at the last element
-    read (``first_positions``), its dimension walked backwards (1)."""
+    """``(first, step, reversed)`` per dimension of the positions a SLICE1 window (taking ``taken`` elements per
+    dimension) reads and SLICE_GRAD writes, walked upwards: a negative stride starts at the last element read
+    (``first_positions``), its dimension walked backwards (1)."""
     first, step, back = [], [], []
     for o, s, w, g in zip(offsets, window, steps, taken):
         first.append(o if w > 0 else o + (s - 1) + w * (g - 1))

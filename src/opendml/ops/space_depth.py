@@ -1,14 +1,13 @@
-"""DML_SPACE_TO_DEPTH, DML_DEPTH_TO_SPACE and their ``1`` versions (which add
-``Order``): blocks of ``BlockSize x BlockSize`` spatial elements moved into
-channels and back, on 4-D tensors ``{N, C, H, W}``. With ``b = BlockSize``:
+"""DML_SPACE_TO_DEPTH, DML_DEPTH_TO_SPACE and their ``1`` versions (adding ``Order``): ``BlockSize x BlockSize`` blocks
+of spatial elements moved into channels and back, on 4-D tensors ``{N, C, H, W}``. With ``b = BlockSize``:
 
     space {N, C, H*b, W*b}  <->  depth {N, C*b*b, H, W}
     depth channel = (bh*b + bw)*C + c   for DEPTH_COLUMN_ROW (DCR; SPACE_TO_DEPTH and DEPTH_TO_SPACE)
                   = c*b*b + bh*b + bw   for COLUMN_ROW_DEPTH (CRD)
     space[n, c, h*b + bh, w*b + bw] = depth[n, channel, h, w]
 
-Both directions are one 6-D copy (n, bh, bw, c, h, w). Errata (the pages'
-output sizes, BlockSize's rule): docs/operators/space-depth.md."""
+Either direction is one 6-D copy (n, bh, bw, c, h, w). Errata (the pages' output sizes, BlockSize's rule):
+docs/operators/space-depth.md."""
 from __future__ import annotations
 
 import dataclasses
@@ -59,8 +58,7 @@ class _SpaceDepth(MoveOperatorDesc):
         b = self.block_size
         return ((n, c * b * b, h // b, w // b) if self.TO_DEPTH else (n, c // (b * b), h * b, w * b),)
 
-    # differentiation (see ``_spec``): a permutation, whose adjoint is its
-    # inverse: DEPTH_TO_SPACE of SPACE_TO_DEPTH with the same order, and back.
+    # differentiation (see ``_spec``): a permutation; its adjoint is the inverse (the other direction, same order).
 
     def adjoint(self, api, grad):
         back = api.depth_to_space if self.TO_DEPTH else api.space_to_depth

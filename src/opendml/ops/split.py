@@ -1,5 +1,4 @@
-"""DML_SPLIT_OPERATOR_DESC: the input cut along ``Axis`` into the outputs; the
-inverse of JOIN.
+"""DML_SPLIT_OPERATOR_DESC: the input cut along ``Axis`` into the outputs (JOIN's inverse).
 
     OutputTensors[i].Sizes[d] = InputTensor.Sizes[d]       (d != Axis)
     sum_i OutputTensors[i].Sizes[Axis] = InputTensor.Sizes[Axis]

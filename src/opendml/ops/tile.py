@@ -14,8 +14,7 @@ import dataclasses
 from ..model._checks import UINT32_MAX
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
-from ._common import FLOAT16_32, TYPES_2_1, support
-from ._common import T as _T
+from ._common import FLOAT16_32, TYPES_2_1, support, T as _T
 from ._move import MoveOperatorDesc
 from ._spec import Binding, Field, scalar_int
 
@@ -23,10 +22,8 @@ _TILE_4_1 = TYPES_2_1 | {_T.INT64, _T.UINT64}
 
 
 def numpy_repeats(value, rank: int):
-    """``repeats`` by NumPy's rule (``numpy.tile``): an int, or a sequence
-    shorter than the rank, has ones prepended (an int ``r`` is ``(1, ...,
-    1, r)``: only the last axis repeats); anything else goes to the
-    description as given."""
+    """``repeats`` by ``numpy.tile``'s rule: ones prepended to an int (``r`` is ``(1, ..., 1, r)``: only the last
+    axis repeats) or a sequence shorter than the rank; anything else to the description as given."""
     n = scalar_int(value)
     if n is not None:
         return (1,) * (rank - 1) + (n,)
@@ -48,19 +45,16 @@ class TileOperatorDesc(MoveOperatorDesc):
     BINDING = Binding("tile", ((2, 3),), {"repeats": [2, 1]}, params="repeats: Ints",
                       returns="of ``x``'s dtype and shape ``x.shape * repeats``",
                       rules="``repeats`` longer than ``x.ndim``, an entry < 1", doc="""DML_TILE: ``x`` repeated ``repeats[i]`` times along axis i;
-    ``out.shape == x.shape * repeats``. ``repeats`` follows ``numpy.tile``'s
-    rule: a sequence shorter than ``x.ndim`` has ones prepended, and an int
-    ``r`` is ``(1, ..., 1, r)`` (only the last axis repeats: ``tile(x, 2)``
-    of a (3, 4) array is (3, 8)).
+    ``out.shape == x.shape * repeats``, ``repeats`` by ``numpy.tile``'s rule: a sequence shorter than ``x.ndim`` has
+    ones prepended, an int ``r`` is ``(1, ..., 1, r)`` (only the last axis repeats: ``tile(x, 2)`` of a (3, 4) array is
+    (3, 8)).
 
     Parameters
     ----------
     repeats : int or sequence of int
-        The repeat count per axis, each >= 1: one entry per axis of ``x``,
-        or fewer (ones are prepended for the leading axes), or an int (the
-        last axis' count). More entries than ``x`` has axes are refused
-        (``numpy.tile`` would add leading axes of size 1: reshape ``x``
-        first).""")
+        The repeat count per axis, each >= 1: one entry per axis of ``x``, or fewer (ones prepended for the leading
+        axes), or an int (the last axis' count). More entries than ``x`` has axes are refused (``numpy.tile`` would add
+        leading axes of size 1: reshape ``x`` first).""")
     FIELDS = (Field("Repeats", "repeats"),)
     COUNTS = {"RepeatsCount": "Repeats"}
     SUPPORT = support({"1_0": 4, "3_1": (1, 8)}, types={"1_0": FLOAT16_32, "2_1": TYPES_2_1, "4_1": _TILE_4_1})

@@ -17,17 +17,15 @@ from ..model._checks import UINT32_MAX
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
 from ._common import AdjointByCall, FastPathDesc, Field, plain_ints, sequence_of, support
-from ._spec import WINDOWS
-from ._spec import Binding, per_axis
+from ._spec import WINDOWS, Binding, per_axis
 
 MAX_SPATIAL_DIMENSIONS = 6
 
 
 def blocks_along(size, window, stride, dilation, start, end):
-    """UNFOLD's block formula, written once, for one spatial axis:
-    ``(size + StartPadding + EndPadding - Dilations * (WindowSizes - 1) - 1) // Strides + 1``.
-    FOLD reads the same formula on its output's spatial sizes. Any int-like
-    values (a tracer's symbolic sizes too); no rule is checked here."""
+    """UNFOLD's block formula (its one copy; FOLD reads it on its output's spatial sizes) for one spatial axis:
+    ``(size + StartPadding + EndPadding - Dilations * (WindowSizes - 1) - 1) // Strides + 1``. Any int-like values (a
+    tracer's symbolic sizes too); no rule is checked here."""
     return (size + start + end - dilation * (window - 1) - 1) // stride + 1
 
 
@@ -207,8 +205,8 @@ class UnfoldOperatorDesc(_Windowed):
 
 def plain_lowering(in_sizes: tuple, window_sizes, strides=1, dilations=1, start_padding=0,
                    end_padding=0) -> tuple | None:
-    """``(output sizes, window, strides, dilations, start padding, blocks per
-    dimension)`` (see ``opendml.ops``); an int field is spread over the axes."""
+    """``(output sizes, window, strides, dilations, start padding, blocks per dimension)`` (see ``opendml.ops``); an
+    int field applies to every axis."""
     d = len(in_sizes) - 2
     if d < 1:
         return None
@@ -231,12 +229,10 @@ def _packed_sizes(in_sizes, k: int, blocks: int) -> tuple | None:
 
 
 def plain_window_fields(window, strides, dilations, start, end, spatial, max_dims: int) -> tuple | None:
-    """UNFOLD's and FOLD's five window fields over the spatial sizes
-    ``spatial`` (the input's for UNFOLD, the output's for FOLD), where they
-    are plain valid values (1 to ``max_dims`` axes, each window
-    fitting its padded axis): ``(window, strides, dilations, start, end,
-    window_count, block_count, blocks_per_axis)``; None for anything else,
-    which the operator's rule-by-rule checks then name."""
+    """UNFOLD's and FOLD's five window fields over the spatial sizes ``spatial`` (UNFOLD's input's, FOLD's output's)
+    where plain and valid (1 to ``max_dims`` axes, each window fitting its padded axis): ``(window, strides,
+    dilations, start, end, window_count, block_count, blocks_per_axis)``; else None, for the operator's rule-by-rule
+    checks to name."""
     window = plain_ints(window, None)
     if window is None:
         return None

@@ -1,15 +1,11 @@
 """The runtime: backends that execute plans, and the configuration they read.
 
-A backend receives plans that validation already accepted and never re-checks a
-rule of the specification; it imports only ``opendml.model`` (errors) and
-``opendml.plan``, never the array API, the device flow or the command line.
-``get_backend`` imports CUDA support only when a CUDA device is asked for.
-
-Every backend offers the same small protocol (see ``Backend``): byte storage
-(``allocate``, ``write_bytes``, ``read_bytes``, ``element_range``), ``prepare``
-(a move program, ``plan.MovePlan``, the one plan type every operator lowers
-to, plus the bound word arrays of its inputs and outputs -> a callable that
-runs it pass by pass) and ``synchronize``.
+A backend receives plans validation already accepted and never re-checks a rule of the specification; it imports only
+``opendml.model`` (errors) and ``opendml.plan``, never the array API, the device flow or the command line.
+``get_backend`` imports CUDA support only when a CUDA device is asked for. Every backend offers the protocol
+``Backend``: byte storage (``allocate``, ``write_bytes``, ``read_bytes``, ``element_range``), ``prepare`` (a move
+program, ``plan.MovePlan``, the one plan type every operator lowers to, and the bound word arrays of its inputs and
+outputs -> a callable running it pass by pass) and ``synchronize``.
 """
 from __future__ import annotations
 
@@ -32,10 +28,8 @@ class Backend(Protocol):
     def read_bytes(self, storage: Any, offset: int, nbytes: int) -> Any: ...
     def element_range(self, storage: Any, offset: int, nbytes: int, element_size: int) -> Any: ...
     def prepare(self, plan: MovePlan, srcs: list, dsts: list) -> Callable[[], None]:
-        """A callable running ``plan`` from ``srcs`` into ``dsts``: one bound
-        range per input and output slot, each a 1-D array of words of its
-        slot's element size (``element_range``) whose element 0 is the
-        origin of the passes' offsets."""
+        """A callable running ``plan`` from ``srcs`` into ``dsts``: one bound range per input and output slot, each a
+        1-D array of words of its slot's element size (``element_range``), element 0 the passes' offsets' origin."""
     def synchronize(self) -> None: ...
 
 
@@ -44,8 +38,7 @@ _lock = threading.Lock()
 
 
 def _config_changed(cfg: Config) -> None:
-    # A new configuration gives the CPU a new backend object; one already held
-    # (by a compiled operator, say) keeps the settings it was made with.
+    # A new configuration gives the CPU a new backend; one already held (by a compiled operator, say) keeps its own.
     _BACKENDS.pop("cpu", None)
     from .cpu.backend import apply_cache_limit
     apply_cache_limit(cfg)

@@ -1,7 +1,5 @@
-"""opendml's one configuration object: which CPU kernels run plans, how many
-threads they use, and how many bytes the CPU output-block cache may keep.
-
-The environment is read once, when this module is imported:
+"""opendml's one configuration object: which CPU kernels run plans, their threads, the CPU output-block cache's
+bytes, the call cache and the PyTorch node. The environment is read once, when this module is imported:
 
     OPENDML_CPU_KERNELS      "compiled" or "numpy" (default: compiled where built)
     OPENDML_CPU_THREADS      an integer in [1, 1024] (default: the usable cores)
@@ -10,13 +8,10 @@ The environment is read once, when this module is imported:
     OPENDML_TORCH_NODE       "auto", "wait" or "off": opendml's compiled autograd node for eager
                              PyTorch (default auto; see ``configure``)
 
-A malformed value is an error that names the variable, the value and what is
-allowed. So that ``import opendml`` (and ``opendml info``) still work, the
-error is kept and raised by the first call that needs the configuration,
-until ``configure`` sets the setting explicitly.
-
-``configure`` changes settings for the whole process and returns a handle
-that restores the previous settings when used as a context manager::
+A malformed value is an error naming the variable, the value and what is allowed, kept (so that ``import opendml``
+and ``opendml info`` still work) and raised by the first call needing the configuration, until ``configure`` sets
+that setting. ``configure`` changes settings for the whole process; its handle, as a context manager, restores the
+previous ones::
 
     with dml.configure(cpu_kernels="numpy"):
         ...
@@ -73,9 +68,8 @@ class Config:
     torch_node: str = "auto"
 
 
-#: Whether the compiled CPU kernels load; set by ``opendml.runtime`` (which
-#: knows the CPU backend) when it is imported, so this module imports nothing
-#: of the runtime above it.
+#: Whether the compiled CPU kernels load; set by ``opendml.runtime`` when imported, so that this module imports
+#: nothing of the runtime above it.
 compiled_probe = None
 
 
@@ -130,8 +124,7 @@ def _initial() -> Config:
 
 
 def config() -> Config:
-    """The settings in force. The first call reads the environment's
-    ``OPENDML_*`` values (checked when opendml was imported).
+    """The settings in force; the first call reads the ``OPENDML_*`` environment values (checked at import).
 
     Raises
     ------
@@ -154,8 +147,7 @@ def config() -> Config:
 
 
 class _Restore:
-    """What ``configure`` returns: a context manager restoring the settings
-    that were in force before the call."""
+    """What ``configure`` returns: a context manager restoring the settings in force before the call."""
 
     def __init__(self, previous: Config):
         self.previous = previous
@@ -274,8 +266,8 @@ def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
 
 
 def _kind(value) -> str:
-    """A value's type for a message: ``str``, or ``numpy.bool`` (whose bare
-    name would read "must be True or False; got bool")."""
+    """A value's type for a message: ``str``, or ``numpy.bool`` (a bare name would read "must be True or False; got
+    bool")."""
     t = type(value)
     return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
@@ -293,9 +285,8 @@ def _notify(cfg: Config) -> None:
 
 
 class SettingsModule(types.ModuleType):
-    """The type of a module whose settings (module attributes) C reads as one
-    tuple, ``c_settings()``, at every never-seen CUDA call (runtime/cuda's
-    ``steps``): the tuple, kept in ``_C_SETTINGS``, is dropped whenever any
+    """The type of a module whose settings (module attributes) C reads as one tuple, ``c_settings()``, at every
+    never-seen CUDA call (runtime/cuda's ``steps``): the tuple, kept in ``_C_SETTINGS``, is dropped whenever an
     attribute is set or deleted (``monkeypatch.setattr`` too)."""
 
     def __setattr__(self, name: str, value) -> None:

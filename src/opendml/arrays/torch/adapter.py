@@ -1,28 +1,26 @@
-"""PyTorch tensors: the array API's route for them, and the first five operators' ``torch.library``
-operators (``opendml::unfold``, ...). A call (``run``) takes one of three routes, generic over what each
-operator module declares:
+"""PyTorch tensors: the array API's route for them, and the first five operators' ``torch.library`` operators
+(``opendml::unfold``, ...). A call (``run``) takes one of three routes, generic over what each operator module
+declares:
 
 * **Kernel route**, when autograd has nothing to record and nothing traces: the move program
-  (``library.kernel_move``) on a CPU tensor's NumPy view or a CUDA tensor by pointer (outputs from
-  PyTorch's caching allocator, kernels on the device's current stream; a meta tensor gets meta outputs),
-  recorded in the call cache (``runtime/calls.py``), which serves the next such call from C.
-* **Autograd route**, when a derivative is needed in eager mode (a tensor requiring grad, an open
-  forward-AD level, a ``torch.func`` wrapper; ``_autograd``): the C++ autograd node (``node``) for a call
-  of one tensor and one output where it is built and allowed, else the one ``torch.autograd.Function``
-  (``_MoveLinear``, named ``opendml_<op>``: backward the operator's declared adjoint, forward mode its
-  linear part, a ``vmap`` rule), or its old-style twin ``_MoveEager`` (a cheaper ``apply``) where no
-  ``torch.func`` transform wraps the inputs.
-* **Operator route**, when a tracer is at work (``torch.compile``, fake or functional tensors, a
-  dispatch mode): the custom operators below, or their C++ copies (namespace ``opendml_cpp``) once the
-  node library is loaded, whose implementations take the kernel route; every other operator's is
-  ``opendml::move`` (``library``), or ``opendml::family`` where the sizes are symbolic (``dynamic``). A
-  dual tensor reaching ``through_op`` or a C++ operator is an error; the custom operators apply their
-  forward-mode rule (``library.define``).
+  (``library.kernel_move``) on a CPU tensor's NumPy view or a CUDA tensor by pointer (outputs from PyTorch's caching
+  allocator, kernels on the device's current stream; a meta tensor gets meta outputs), recorded in the call cache
+  (``runtime/calls.py``), which serves the next such call from C.
+* **Autograd route**, when a derivative is needed in eager mode (a tensor requiring grad, an open forward-AD level,
+  a ``torch.func`` wrapper; ``_autograd``): the C++ autograd node (``node``) for a call of one tensor and one output
+  where it is built and allowed, else the one ``torch.autograd.Function`` (``_MoveLinear``, named ``opendml_<op>``:
+  backward the operator's declared adjoint, forward mode its linear part, a ``vmap`` rule), or its old-style twin
+  ``_MoveEager`` (a cheaper ``apply``) where no ``torch.func`` transform wraps the inputs.
+* **Operator route**, when a tracer is at work (``torch.compile``, fake or functional tensors, a dispatch mode): the
+  custom operators below, or their C++ copies (namespace ``opendml_cpp``) once the node library is loaded, whose
+  implementations take the kernel route; every other operator's is ``opendml::move`` (``library``), or
+  ``opendml::family`` where the sizes are symbolic (``dynamic``). A dual tensor reaching ``through_op`` or a C++
+  operator is an error; the custom operators apply their forward-mode rule (``library.define``).
 
-Calls are validated with the array API's messages before they enter an operator; the operators'
-implementations call the array API in kernel mode (``_MODE``), so every rule lives in one place. The
-operators live here, not in ``opendml.torch`` (their public face), because the array API must route
-through them without importing a layer above it.
+Calls are validated with the array API's messages before they enter an operator; the operators' implementations
+call the array API in kernel mode (``_MODE``), so every rule lives in one place. The operators live here, not in
+``opendml.torch`` (their public face), because the array API must route through them without importing a layer
+above it.
 """
 from __future__ import annotations
 
@@ -57,9 +55,8 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 # -- routing -----------------------------------------------------------------------------------------
 
 _KERNEL, _DESCRIBE = "kernel", "describe"
-#: What ``run`` does with a call: None routes it, _KERNEL runs the kernel
-#: (the operators' implementations), _DESCRIBE returns the validated
-#: description (their fake implementations).
+#: What ``run`` does with a call: None routes it, _KERNEL runs the kernel (the operators' implementations), _DESCRIBE
+#: returns the validated description (their fake implementations).
 _MODE: contextvars.ContextVar = contextvars.ContextVar("opendml_torch_mode", default=None)
 _mode_get = _MODE.get
 _is_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
@@ -77,9 +74,8 @@ def _in_mode(mode, fn, *args):
 
 
 def _readable(x, name: str) -> None:
-    """``numpy_dtype``'s errors for a tensor opendml cannot read at all
-    (nested, not strided, a conjugate view), which the array API's checks
-    (``_contract``) report before the dtype and rank."""
+    """``numpy_dtype``'s errors for a tensor opendml cannot read at all (nested, not strided, a conjugate view), which
+    the array API's checks (``_contract``) report before the dtype and rank."""
     if x.is_nested or x.layout is not torch.strided or x.is_conj():
         numpy_dtype(x, name)
 
@@ -96,9 +92,8 @@ def _no_stream(index):
 
 
 def _not_plain(x) -> bool:
-    """The call cache's last routing check: a functorch wrapper, or any
-    tensor while a forward-AD level is open (its tangent must be seen) or
-    TorchScript traces (it must record the operator, not the result)."""
+    """The call cache's last routing check: a functorch wrapper, or any tensor while a forward-AD level is open (its
+    tangent must be seen) or TorchScript traces (it must record the operator, not the result)."""
     return _fwad._current_level >= 0 or _is_functorch_wrapped(x) or _is_tracing()
 
 
@@ -136,11 +131,11 @@ def _autograd(call, arrays, desc, since, wrapped: bool) -> list:
                 # The next call like this one is recorded and run from C (runtime/calls.py).
                 calls.put_eager(call.name, x, route.args, record, since)
             return [out]
-    # (under torch.func transforms, vmap included, the Function routes every call; its
-    # backward and jvp refuse an operator not differentiable for these types. A wrapped call may come from a
-    # compiled function's skipped frames: Dynamo must compile none of the Function's, ``library.uncompiled``,
-    # else its per-element vmap loop and its forward on plain tensors would have it trace the kernel route's
-    # NumPy code, with dynamic shapes an internal Dynamo error)
+    # (under torch.func transforms, vmap included, the Function routes every call; its backward and jvp refuse an
+    # operator not differentiable for these types. A wrapped call may come from a compiled function's skipped
+    # frames: Dynamo must compile none of the Function's, ``library.uncompiled``, else its per-element vmap loop and
+    # its forward on plain tensors would have it trace the kernel route's NumPy code, with dynamic shapes an
+    # internal Dynamo error)
     return (_uncompiled_apply if wrapped else _apply)(desc.OPERATOR.lower(), wrapped, route, arrays)
 
 
@@ -179,11 +174,11 @@ def _spec(name: str, args: tuple) -> tuple:
 
 
 class _Route:
-    """A call validated on tensors of given dtypes and shapes, for autograd: re-run it (``call``,
-    ``run``), its adjoint and its linear part (``adjoint``, ``tangent``: the Python Function's), and as the
-    C++ node's call specs (``kernel``, ``adjoint_spec``): the kernel through the call cache (the arguments
-    as the function offered them, ``args``, for one tensor and one output), the adjoint the operator
-    module declares: its array-API call where it states one (``adjoint_call``), else ``engine.adjoint``."""
+    """A call validated on tensors of given dtypes and shapes, for autograd: re-run it (``call``, ``run``), its
+    adjoint and its linear part (``adjoint``, ``tangent``: the Python Function's), and as the C++ node's call specs
+    (``kernel``, ``adjoint_spec``): the kernel through the call cache (the arguments as the function offered them,
+    ``args``, for one tensor and one output), the adjoint the operator module declares: its array-API call where it
+    states one (``adjoint_call``), else ``engine.adjoint``."""
 
     __slots__ = ("call", "desc", "device", "args", "kernel", "adjoint_spec", "recorder")
 
@@ -204,8 +199,7 @@ class _Route:
             raise UnsupportedError(f"{self.call.name}: {self.desc.OPERATOR} is not differentiable for these types")
 
     def run(self, xs) -> tuple:
-        """The kernel on plain ``xs`` (no autograd): from the call cache where it serves the call, else the
-        move program."""
+        """The kernel on plain ``xs`` (no autograd): from the call cache where it serves, else the move program."""
         if self.args is not None:
             x = xs[0].detach() if _fwad._current_level >= 0 else xs[0]     # a dual tensor's primal alone
             out = self.kernel[0](self.kernel[1], x, *self.args)
@@ -230,8 +224,8 @@ class _Route:
 
 def _recorder(route, name: str):
     """The C++ node's recorder of ``route`` (its ``kernel`` and ``adjoint_spec``, made once and kept in
-    ``route.recorder``), or None where the node cannot record now: not built or off, an open forward-AD
-    level, a TorchScript trace, compiled autograd (those need the Python Function)."""
+    ``route.recorder``), or None where the node cannot record now: not built or off, an open forward-AD level, a
+    TorchScript trace, compiled autograd (those need the Python Function)."""
     if _fwad._current_level >= 0 or _tracing() is not None or _compiled_autograd():
         return None
     node = torch_node.get()
@@ -251,19 +245,17 @@ _transforms_active = torch._C._are_functorch_transforms_active
 
 
 def _eager_ok() -> bool:
-    """Whether the call cache's eager entries (the node's recorders) may
-    serve now: the checks ``_autograd`` and ``_recorder`` make."""
+    """Whether the call cache's eager entries (the node's recorders) serve: ``_autograd``'s, ``_recorder``'s tests."""
     return (torch_node._state["module"] is not None and _tracing() is None and not _compiled_autograd()
             and not _transforms_active() and config().torch_node != "off")
 
 
 calls.register_torch_eager(_eager_ok)
-#: The node whose C++ copy of _eager_ok the call cache asks (registered with
-#: the node's first recorder: before it, no eager entry exists to serve).
+#: The node whose C++ copy of _eager_ok the call cache asks (registered with its first recorder: before it, no eager
+#: entry exists to serve).
 _EAGER_CHECK: list = [None]
 
-# The node library's tensor accessors serve repeated calls on plain tensors
-# too (not only autograd's): start loading it now, in the background.
+# The node library's tensor accessors serve repeated calls on plain tensors too: start loading it in the background.
 torch_node.prefetch()
 
 
@@ -275,15 +267,13 @@ def _compiled_autograd() -> bool:
 
 # -- operator route ----------------------------------------------------------------------------------
 
-#: (operator call key, dtype, device type, shape, strides) -> (operator,
-#: arguments, the shape x takes first or None): calls already validated
-#: and converted, so a repeated call that needs the operator skips both.
+#: (operator call key, dtype, device type, shape, strides, custom table) -> (operator, arguments, the shape x takes
+#: first or None): calls already validated and converted, so a repeated call that needs the operator skips both.
 _ROUTES: dict = {}
 
 
 def through_op(x, call):
-    """``call`` through the custom operators: validated first where ``x``'s
-    sizes are known, with the array API's own rules and messages."""
+    """``call`` through the custom operators, validated first (where ``x``'s sizes are known) by the array API."""
     dtype = numpy_dtype(x, call.name)     # first: a sparse or nested tensor has no strides to read
     check_device(x, call.name)
     if _fwad._current_level >= 0 and not torch_compiling(torch) and _fwad.unpack_dual(x).tangent is not None:
@@ -315,9 +305,8 @@ def through_op(x, call):
 
 
 def _validate_hinted(x, name: str, args) -> None:
-    """A call of ``name`` on symbolic sizes or arguments validated for their hints (their values in the call
-    being traced, read without a guard), so that bad values are the array API's error, not the framework
-    form's."""
+    """A call of ``name`` on symbolic sizes or arguments validated for their hints (their values in the call traced,
+    read without a guard), so that bad values are the array API's error, not the framework form's."""
     shape = [dynamic._hint(n) for n in x.shape]
     hinted = [[dynamic._hint(n) for n in a] if _is_sequence(a) else dynamic._hint(a) if isinstance(a, torch.SymInt)
               else a for a in args]
@@ -362,8 +351,8 @@ def _kernel_of(name: str):
 
 
 def _fake_of(name: str):
-    """A packed fake output: the validated description's sizes, or the shape rule's on symbolic sizes or
-    arguments, validated first for their hints (``_validate_hinted``)."""
+    """A packed fake output: the validated description's sizes, or the shape rule's on symbolic sizes or arguments,
+    validated first for their hints (``_validate_hinted``)."""
     rule = OPERATOR_OF[name].output_sizes_of
 
     def fake(x, *args):
@@ -382,9 +371,8 @@ def _keep_inputs(ctx, inputs, output):
 
 
 def _gradient_of(name: str):
-    """The gradient formula ``gradient(sizes, args, ops, grad)``: x's gradient from x's ``sizes``, the
-    call's other ``args`` and its output's ``grad``, over an operator table (``ops``: the custom operators
-    or the C++ ones)."""
+    """The gradient formula ``gradient(sizes, args, ops, grad)``: x's gradient from x's ``sizes``, the call's other
+    ``args`` and its output's ``grad``, over an operator table (``ops``: the custom operators or the C++ ones)."""
     cls = OPERATOR_OF[name]
 
     def gradient(sizes, args, ops, grad):
@@ -418,8 +406,8 @@ def _unpack(name: str, packed) -> list:
 
 
 def bind_op(ops: dict, name: str, lists: tuple):
-    """(operator, its arguments after the tensor) for ``name`` of table ``ops`` on ``lists``: packed
-    for the C++ table, unless the lists differ in length (the custom operator's validation answers)."""
+    """(operator, its arguments after the tensor) for ``name`` of table ``ops`` on ``lists``: packed for the C++
+    table, unless the lists differ in length (the custom operator's validation answers)."""
     if ops is _CUSTOM or name not in _SPLITS:
         return ops[name], tuple(lists)
     n = len(lists[0]) if lists else 0
@@ -435,8 +423,8 @@ def call_op(ops: dict, name: str, x, *lists):
 
 
 def _packed(name: str, fake, rule_of, gradient):
-    """The C++ operator's fake, vmap rule and backward(saved, grads) (``saved``: x's sizes, the packed
-    list) from the custom operator's."""
+    """The C++ operator's fake, vmap rule and backward(saved, grads) (``saved``: x's sizes, the packed list), from the
+    custom operator's."""
     def packed_fake(x, args):
         ops = CPP["ops"]
         if ops is not None:
@@ -453,9 +441,8 @@ def _packed(name: str, fake, rule_of, gradient):
     return packed_fake, packed_rule_of, packed_backward
 
 
-#: The custom operators (``opendml::<function>``, ``library.define``: linear in their tensor, the forward mode
-#: runs them on its tangent), by array-API name; each also defined among the C++ operators, with its int
-#: lists packed into one.
+#: The custom operators (``opendml::<function>``, ``library.define``: linear in their tensor, the forward mode runs
+#: them on its tangent), by array-API name; each also defined among the C++ operators, its int lists packed into one.
 CUSTOM_OPS: dict = _CUSTOM
 for _name, _schema in _SCHEMAS.items():
     _kernel, _fake, _gradient, _rule = _kernel_of(_name), _fake_of(_name), _gradient_of(_name), _rule_of(_name)
@@ -488,9 +475,9 @@ def _traced(arrays) -> bool:
 
 def traced_index(name: str, given: tuple, args: tuple) -> list | None:
     """An index function's traced call whose sizes are symbolic or that checks its indices, through
-    ``opendml::family`` (``dynamic``), or None: the index route (``opendml::move``, sizes fixed) takes it.
-    While TorchScript traces, a call autograd need not record: ``opendml::family``, which the trace records
-    (its implementation the function itself: the indices of every call checked, as eagerly)."""
+    ``opendml::family`` (``dynamic``), or None: the index route (``opendml::move``, sizes fixed) takes it. While
+    TorchScript traces, a call autograd need not record: ``opendml::family``, which the trace records (its
+    implementation the function itself: the indices of every call checked, as eagerly)."""
     if _traced(given):
         return dynamic.traced_index(name, given, args)
     if _tracing() is None or _fwad._current_level >= 0 or not all(type(x) in _PLAIN for x in given) or \
@@ -534,9 +521,9 @@ def run(call, arrays) -> list:
 
 
 def _jit_traced(call, arrays, dtypes, tracing) -> list:
-    """``call`` while TorchScript traces (``tracing``: its state), through ``opendml_cpp::move`` or
-    ``opendml::move``, which the trace records with the description: validated for the inputs' sizes as the
-    trace fixes them, read with the trace paused (traced, they are tensors, whose ``int`` it warns of)."""
+    """``call`` while TorchScript traces (``tracing``: its state), through ``opendml_cpp::move`` or ``opendml::move``,
+    which the trace records with the description: validated for the inputs' sizes as the trace fixes them, read with
+    the trace paused (traced, they are tensors, whose ``int`` it warns of)."""
     _set_tracing(None)
     try:
         desc = call.describe_arrays(dtypes, [tuple(x.shape) for x in arrays])
@@ -546,8 +533,8 @@ def _jit_traced(call, arrays, dtypes, tracing) -> list:
 
 
 class _MoveLinear(torch.autograd.Function):
-    """The one autograd Function of every operator: ``apply(route, *inputs)`` (``route``: a ``_Route``)
-    returns every output as a tuple."""
+    """The one autograd Function of every operator: ``apply(route, *inputs)`` (``route``: a ``_Route``) -> the outputs'
+    tuple."""
 
     @staticmethod
     def forward(route, *xs):
@@ -583,9 +570,9 @@ class _MoveLinear(torch.autograd.Function):
 
 
 class _MoveEager(torch.autograd.Function):
-    """``_MoveLinear``'s rules in the old-style form (``ctx`` in ``forward``), for calls no ``torch.func``
-    transform wraps: its ``apply`` costs a fraction of the ``setup_context`` form's, which binds its
-    arguments by ``inspect.signature`` on every call."""
+    """``_MoveLinear``'s rules in the old-style form (``ctx`` in ``forward``), for calls no ``torch.func`` transform
+    wraps: its ``apply`` costs a fraction of the ``setup_context`` form's, which binds its arguments by
+    ``inspect.signature`` on every call."""
 
     @staticmethod
     def forward(ctx, route, *xs):
@@ -598,6 +585,6 @@ class _MoveEager(torch.autograd.Function):
 
 @functools.lru_cache(maxsize=None)
 def _move_function(name: str, wrapped: bool):
-    """``_MoveLinear`` (``_MoveEager`` where no ``torch.func`` transform wraps the inputs) under the
-    operator's name (``name``, lower case), so a result's ``grad_fn`` says which."""
+    """``_MoveLinear`` (``_MoveEager`` where no ``torch.func`` transform wraps the inputs) under the operator's name
+    (``name``, lower case), so a result's ``grad_fn`` says which."""
     return type(f"opendml_{name}", (_MoveLinear if wrapped else _MoveEager,), {})

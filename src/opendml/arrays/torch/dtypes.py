@@ -1,10 +1,8 @@
-"""The PyTorch wing's dtype tables, in one place (the adapter and the
-``torch.library`` operators both read them): which PyTorch dtypes have a
-DirectML data type (``DTYPES``, to NumPy's; ``TORCH_DTYPES`` back), and
-``numpy_dtype``, the one check that names what DirectML cannot take; and the
-PyTorch version check, run at this module's import, which every way into the
-wing (the adapter, ``opendml.torch``) reaches through ``dynamic`` before any
-module that depends on PyTorch's version."""
+"""The PyTorch wing's dtype tables, in one place (the adapter and the ``torch.library`` operators read them): which
+PyTorch dtypes have a DirectML data type (``DTYPES``, to NumPy's; ``TORCH_DTYPES`` back), and ``numpy_dtype``, the
+one check that names what DirectML cannot take; and the PyTorch version check, run at this module's import, which
+every way into the wing (the adapter, ``opendml.torch``) reaches through ``dynamic`` before any module that depends
+on PyTorch's version."""
 from __future__ import annotations
 
 import re
@@ -39,8 +37,8 @@ TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
 
 
 def numpy_dtype(x, name: str = "array API") -> np.dtype:
-    """The NumPy dtype of ``x``'s elements, or an ``UnsupportedError`` naming
-    what DirectML cannot take (dtype, layout, conjugate view)."""
+    """The NumPy dtype of ``x``'s elements, or an ``UnsupportedError`` naming what DirectML cannot take (dtype, layout,
+    conjugate view)."""
     dtype = DTYPES.get(x.dtype)
     if dtype is not None and x.layout is torch.strided and not x.is_nested:
         return dtype

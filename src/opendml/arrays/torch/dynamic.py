@@ -1,27 +1,26 @@
-"""The data-movement family under dynamic shapes, the index functions included: a traced call whose input
-sizes are symbolic (``torch.compile`` with dynamic shapes), and an index function's traced call that checks its
-indices whatever its sizes (the check needs each call's index values), enters the graph as ONE custom
-operator that keeps them symbolic::
+"""The data-movement family under dynamic shapes, the index functions included: a traced call whose input sizes are
+symbolic (``torch.compile`` with dynamic shapes), and an index function's traced call that checks its indices
+whatever its sizes (the check needs each call's index values), enters the graph as ONE custom operator that keeps
+them symbolic::
 
     opendml::family(Tensor[] inputs, str call) -> Tensor[]
     opendml::family_adjoint(Tensor[] grads, Tensor[] inputs, str call) -> Tensor[]
 
-``call`` is the array function's call without its arrays, as JSON text: ``[name, [argument, ...], seq,
-linear]`` (``seq``: the arrays are one sequence, JOIN's; ``linear``: run the description's linear part,
-a gradient of a gradient or a tangent). An index function's inputs are its arrays in its order, its
-arguments those its body offers (``check_indices`` first). The implementation is the array function
-itself, which validates every real call (a shape the hints passed but a later call's do not is its error
-then); the fake builds the description from the sizes' hints and gives the outputs the operator's shape
-formula on the symbolic sizes. ``family_adjoint`` is the description's adjoint, whose gradient is
-``family``'s linear part: gradients of gradients trace too. The backward keeps the inputs whose values the
-adjoint reads (``ADJOINT_INPUTS``) and the others' sizes alone. Both operators check what they are given
-(fake and implementation alike): a text of the wrong form or arity, tensors on two devices, gradients other
-than the call's outputs are opendml errors.
+``call`` is the array function's call without its arrays, as JSON text: ``[name, [argument, ...], seq, linear]``
+(``seq``: the arrays are one sequence, JOIN's; ``linear``: run the description's linear part, a gradient of a
+gradient or a tangent). An index function's inputs are its arrays in its order, its arguments those its body offers
+(``check_indices`` first). The implementation is the array function itself, which validates every real call (a
+shape the hints passed but a later call's do not is its error then); the fake builds the description from the
+sizes' hints and gives the outputs the operator's shape formula on the symbolic sizes. ``family_adjoint`` is the
+description's adjoint, whose gradient is ``family``'s linear part: gradients of gradients trace too. The backward
+keeps the inputs whose values the adjoint reads (``ADJOINT_INPUTS``) and the others' sizes alone. Both operators
+check what they are given (fake and implementation alike): a text of the wrong form or arity, tensors on two
+devices, gradients other than the call's outputs are opendml errors.
 
-Taken only where it can be: every input size is a backed symbol or an int, the operator states a shape
-formula and every argument has a text form (ints, floats, strings, None, bools, lists and tuples of them,
-PyTorch and NumPy dtypes); any other traced call takes ``opendml::move`` with its sizes fixed (``library``).
-The front's ``family_call`` and ``index_run`` (``_dispatch.front``) rebuild a call from its text.
+Taken only where it can be: every input size is a backed symbol or an int, the operator states a shape formula and
+every argument has a text form (ints, floats, strings, None, bools, lists and tuples of them, PyTorch and NumPy
+dtypes); any other traced call takes ``opendml::move`` with its sizes fixed (``library``). The front's
+``family_call`` and ``index_run`` (``_dispatch.front``) rebuild a call from its text.
 """
 from __future__ import annotations
 
@@ -107,9 +106,9 @@ def _loads(text: str):
 
 
 def _parse(text: str, inputs):
-    """(name, the arrays argument, the other arguments, linear) of a call's text on ``inputs``; a
-    ``ValidationError`` for text that is not one. An index function's arrays argument is every input (its
-    arrays, in its order: ``index_function`` checks their number)."""
+    """(name, the arrays argument, the other arguments, linear) of a call's text on ``inputs``; a ``ValidationError``
+    for text that is not one. An index function's arrays argument is every input (its arrays, in its order:
+    ``index_function`` checks their number)."""
     if type(text) is not str:
         raise ValidationError(f"opendml::family: call must be a str; got {type(text).__name__}")
     name, args, seq, linear = _loads(text)
@@ -130,9 +129,8 @@ def _one_device(op: str, tensors) -> None:
 
 
 def _desc_of(text: str, inputs):
-    """(the validated description of a call's text on ``inputs``' sizes' hints, nothing run; linear; for an
-    index function (arrays, shape): the arrays the description is made for and the result's shape, hints both,
-    else None)."""
+    """(the validated description of a call's text on ``inputs``' sizes' hints, nothing run; linear; for an index
+    function (arrays, shape): the arrays the description is made for and the result's shape, both hints; else None)."""
     name, x, args, linear = _parse(text, inputs)
     if name not in _dispatch.front.INDEX:
         return _description(_dispatch.front.family_call(name, x, args), inputs), linear, None
@@ -152,8 +150,8 @@ def _onto(hints, sizes) -> tuple:
 
 
 def _output_sizes(desc, index, inputs):
-    """The outputs' sizes for ``inputs`` (symbolic where theirs are) by the operator's formula
-    (``output_sizes_for``), or None where it states none; an index function's result's, of its natural shape."""
+    """The outputs' sizes for ``inputs`` (symbolic where theirs are) by the operator's formula (``output_sizes_for``),
+    or None where it states none; an index function's result's, of its natural shape."""
     if index is None:
         return desc.output_sizes_for([tuple(x.shape) for x in inputs])
     arrays, shape = index
@@ -162,8 +160,7 @@ def _output_sizes(desc, index, inputs):
 
 
 def _kept(text: str, inputs) -> tuple:
-    """The input positions whose values a call's adjoint reads (an index function's index tensor), which its
-    backward keeps."""
+    """The input positions whose values a call's adjoint reads (an index function's index tensor), kept for backward."""
     if _loads(text)[0] not in _dispatch.front.INDEX:
         return ()
     return engine.constant_inputs(_desc_of(text, inputs)[0])
@@ -199,10 +196,10 @@ def traced(call, arrays) -> list | None:
 
 def traced_index(name: str, given: tuple, args: tuple) -> list | None:
     """An index function's traced call through ``opendml::family``, or None (the index route takes it:
-    ``opendml::move``, sizes fixed): its arrays PyTorch tensors on one device, every size a backed symbol (of
-    a hint other than 1) or an int, every argument of a text form, and a size symbolic or its indices checked
-    (``check_indices``, ``args[0]``: the graph runs the function, so each call's indices are checked as
-    eagerly; a traced call has no values to check)."""
+    ``opendml::move``, sizes fixed): its arrays PyTorch tensors on one device, every size a backed symbol (of a hint
+    other than 1) or an int, every argument of a text form, and a size symbolic or its indices checked
+    (``check_indices``, ``args[0]``: the graph runs the function, so each call's indices are checked as eagerly; a
+    traced call has no values to check)."""
     if not all(isinstance(x, torch.Tensor) and x.device == given[0].device for x in given):
         return None
     sizes = [n for x in given for n in x.shape]
@@ -255,8 +252,8 @@ def _family_fake(inputs, call):
 
 
 def _setup(ctx, inputs, output):
-    """Either operator's: its call text, its tensor inputs' sizes and dtypes, and the inputs whose values the
-    adjoint reads (``_kept``: an index function's index tensor; no data input kept alive for the backward)."""
+    """Either operator's: its call text, its tensor inputs' sizes and dtypes, and the inputs whose values the adjoint
+    reads (``_kept``: an index function's index tensor; no data input kept alive for the backward)."""
     ctx.call = inputs[-1]
     ctx.like = [(tuple(x.shape), x.dtype) for x in inputs[-2]]
     ctx.kept = _kept(ctx.call, inputs[-2])
@@ -264,8 +261,7 @@ def _setup(ctx, inputs, output):
 
 
 def _stand_ins(ctx, ref) -> list:
-    """The inputs as the adjoint reads them: the kept ones, and for each other its sizes and dtype alone (one
-    element, expanded)."""
+    """The inputs as the adjoint reads them: the kept ones, and the others' sizes and dtypes (one element expanded)."""
     kept = dict(zip(ctx.kept, ctx.saved_tensors))
     return [kept[i] if i in kept else ref.new_empty((), dtype=dtype).expand(shape)
             for i, (shape, dtype) in enumerate(ctx.like)]
@@ -309,9 +305,9 @@ def _adjoint_run(grads, inputs, call):
 
 
 def _adjoint_description(grads, inputs, call):
-    """(the description of ``family_adjoint``'s call, its gradients checked against its outputs (sizes: the
-    hints' where symbolic, the fake's; their values, the implementation's); ``_desc_of``'s index part; the
-    inputs the adjoint reads, which get no gradient: an index function's index tensor)."""
+    """(the description of ``family_adjoint``'s call, its gradients checked against its outputs (sizes: the hints'
+    where symbolic, the fake's; their values, the implementation's); ``_desc_of``'s index part; the inputs the
+    adjoint reads, which get no gradient: an index function's index tensor)."""
     desc, _, index = _desc_of(call, inputs)
     _one_device("family_adjoint", [*inputs, *grads])
     if len(grads) != len(desc.outputs):

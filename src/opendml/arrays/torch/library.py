@@ -1,20 +1,19 @@
-"""PyTorch's operator library for opendml: the registry of the C++ dispatcher operators
-(``define_cpp``, ``operators``, ``cpp_op``; registered by the node library in the ``opendml_cpp``
-namespace, the custom operators ``CUSTOM`` serving until it is loaded), and every operator as ONE
-custom operator for tracers (``torch.compile``, ``make_fx``, fake tensors, dispatch modes)::
+"""PyTorch's operator library for opendml: the registry of the C++ dispatcher operators (``define_cpp``,
+``operators``, ``cpp_op``; registered by the node library in the ``opendml_cpp`` namespace, the custom operators
+``CUSTOM`` serving until it is loaded), and every operator as ONE custom operator for tracers (``torch.compile``,
+``make_fx``, fake tensors, dispatch modes)::
 
     opendml::move(Tensor[] inputs, str desc) -> Tensor[]
 
-``desc`` is the operator's JSON form (``jsonform.to_json``): any registered operator, no branch per
-operator here (the first five's traced calls take their own custom operators, ``adapter``; where the
-sizes are symbolic, or an index function checks its indices, ``opendml::family``, ``dynamic``). The
-inputs must match its input tensors in number, dtype and sizes (``ValidationError``); outputs are new
-packed tensors on the inputs' device (the CPU for an operator without inputs; ``packed_outputs``). Its
-fake specialises symbolic sizes (a size marked strictly dynamic makes Dynamo report its constraint);
-its backward is the operator's declared adjoint through the array API, so gradients of gradients trace
-too (``UnsupportedError`` where the description has no linear part), and its forward-mode rule the
-description's linear part on the tangents (``define``); its vmap rule runs the call once per batch
-element; Inductor's wrapper calls it through a direct kernel (``inductor``).
+``desc`` is the operator's JSON form (``jsonform.to_json``): any registered operator, no branch per operator here
+(the first five's traced calls take their own custom operators, ``adapter``; where the sizes are symbolic, or an
+index function checks its indices, ``opendml::family``, ``dynamic``). The inputs must match its input tensors in
+number, dtype and sizes (``ValidationError``); outputs are new packed tensors on the inputs' device (the CPU for an
+operator without inputs; ``packed_outputs``). Its fake specialises symbolic sizes (a size marked strictly dynamic
+makes Dynamo report its constraint); its backward is the operator's declared adjoint through the array API, so
+gradients of gradients trace too (``UnsupportedError`` where the description has no linear part), and its
+forward-mode rule the description's linear part on the tangents (``define``); its vmap rule runs the call once per
+batch element; Inductor's wrapper calls it through a direct kernel (``inductor``).
 """
 from __future__ import annotations
 
@@ -57,9 +56,8 @@ def numpy_views(arrays) -> list:
 
 
 def kernel(desc, arrays) -> list:
-    """``desc``'s move program on plain tensors (no autograd), into new packed
-    outputs (a description whose outputs give other strides runs as
-    ``packed_outputs(desc)``)."""
+    """``desc``'s move program on plain tensors (no autograd), into new packed outputs (a description whose outputs
+    give other strides runs as ``packed_outputs(desc)``)."""
     if any(t.strides is not None for t in desc.outputs):
         desc = packed_outputs(desc)
     x = arrays[0] if arrays else torch.empty(0)   # (a generator, DIAGONAL_MATRIX: no input, on the CPU)
@@ -72,9 +70,8 @@ def kernel(desc, arrays) -> list:
 
 
 def cuda_move(desc, arrays, record=None) -> list:
-    """The move program on the tensors' GPU (``arrays.cuda``), outputs from
-    PyTorch's caching allocator, on the device's current stream (``record``:
-    ``cuda.move``'s, for the C call cache)."""
+    """The move program on the tensors' GPU (``arrays.cuda``), outputs from PyTorch's caching allocator, on the
+    device's current stream (``record``: ``cuda.move``'s, for the C call cache)."""
     from ..cuda import move
 
     def entry(t):
@@ -118,30 +115,27 @@ def kernel_move(call, desc, arrays, since) -> list:
 
 # -- the C++ operators -------------------------------------------------------------------------------
 
-# The window operators (``adapter``) and the move operator, registered with PyTorch's dispatcher by the
-# node library: kernels that go to the call cache's C function first, and a C++ Autograd kernel. A traced
-# call takes them once the library is loaded and on, else the custom operators; both tables stay
-# registered, so a graph traced either way keeps working.
+# The window operators (``adapter``) and the move operator, registered with PyTorch's dispatcher by the node library
+# (``node.cpp``'s register_ops); both tables (``operators``) stay registered: a graph traced either way keeps working.
 
 CPP_NAMESPACE = "opendml_cpp"
-#: The custom operators by name (``opendml::``, filled by ``adapter``): the table a traced call takes
-#: without the C++ library.
+#: The custom operators by name (``opendml::``, filled by ``adapter``): the table a traced call takes without the C++
+#: library.
 CUSTOM: dict = {}
-#: The C++ operators once registered (by name), their library, why registering them failed, and the
-#: namespace the latest traced call took (``opendml.torch.compiled_route``).
+#: The C++ operators once registered (by name), their library, why registering them failed, and the namespace the
+#: latest traced call took (``opendml.torch.compiled_route``).
 CPP: dict = {"ops": None, "lib": None, "failed": None, "last": None}
-#: Definitions the C++ library registers: name -> (schema, kernel spec (cached, code, extra arguments,
-#: fallback), returns a list, grad_fn name, fake, vmap rule(op), backward(saved, grads) (``saved``:
-#: the arguments, each tensor as its sizes), split: ``define_cpp``'s).
+#: Definitions the C++ library registers: name -> (schema, kernel spec (cached, code, extra arguments, fallback),
+#: returns a list, grad_fn name, fake, vmap rule(op), backward(saved, grads) (``saved``: the arguments, each tensor
+#: as its sizes), split: ``define_cpp``'s).
 CPP_DEFS: dict = {}
 _cpp_lock = threading.Lock()
 
 
 def define_cpp(name: str, schema: str, spec: tuple, list_out: bool, fake, vmap, backward, split: int = 0) -> None:
-    """Add an operator to those the C++ library registers (``CPP_NAMESPACE``). ``split`` > 0: the
-    schema is (Tensor, int[] or SymInt[]) and its list packs ``split`` int lists of one length, one
-    after another; the C++ kernel hands the call cache and ``spec``'s fallback the lists unpacked
-    (fake, vmap and backward get the operator's arguments as they are: packed)."""
+    """Add an operator to those the C++ library registers (``CPP_NAMESPACE``). ``split`` > 0: the schema is (Tensor,
+    int[] or SymInt[]) and its list packs ``split`` int lists of one length, one after another; the C++ kernel hands
+    the call cache and ``spec``'s fallback the lists unpacked (fake, vmap and backward get them packed)."""
     CPP_DEFS[name] = (schema, spec, list_out, f"opendml_{name}Backward", fake, vmap, backward, split)
 
 
@@ -155,8 +149,8 @@ def _register(node) -> dict:
         torch.library.register_fake(f"{CPP_NAMESPACE}::{name}", d[4], lib=lib)
         torch.library.register_vmap(f"{CPP_NAMESPACE}::{name}", uncompiled(d[5](ops[name])), lib=lib)
         if d[0].startswith("(Tensor[]"):
-            # an empty list (a generator's inputs: DIAGONAL_MATRIX) gives the dispatcher no tensor to
-            # dispatch on: the Python kernel serves that call
+            # an empty list (a generator's inputs: DIAGONAL_MATRIX) gives the dispatcher no tensor to dispatch on:
+            # the Python kernel serves that call
             lib.impl(name, d[1][3], "CompositeExplicitAutograd")
     node.register_ops(CPP_NAMESPACE, [(name, d[1], d[2], d[3], d[7]) for name, d in CPP_DEFS.items()],
                       lambda name, saved, grads: CPP_DEFS[name][6](saved, grads))     # (every backward)
@@ -165,8 +159,7 @@ def _register(node) -> dict:
 
 
 def operators() -> dict:
-    """The operator table a traced call takes: the C++ operators once the
-    node library is loaded and on, else the custom operators."""
+    """The table a traced call takes: the C++ operators once the node library is loaded and on, else the custom ones."""
     ops = CPP["ops"]
     if ops is not None:
         return ops if config().torch_node != "off" else CUSTOM
@@ -191,8 +184,8 @@ def cpp_op(name: str):
 
 
 def compiled_status() -> str:
-    """Which operators a traced call (``torch.compile``) takes now, and why: with the node library loaded,
-    its C++ operators are registered here as the next trace would (no build is started)."""
+    """Which operators a traced call (``torch.compile``) takes now, and why: with the node library loaded, its C++
+    operators are registered here as the next trace would (no build is started)."""
     if CPP["ops"] is None and _node._state["module"] is not None:
         operators()
     if CPP["ops"] is not None and config().torch_node != "off":
@@ -206,8 +199,7 @@ _OVERLAP_CHECK_ELEMENTS = 1 << 26
 
 
 def _self_overlapping(sizes, strides) -> bool:
-    """Whether element ``strides`` (non-negative) map two of the ``sizes``
-    elements to one place."""
+    """Whether element ``strides`` (non-negative) map two of the ``sizes`` elements to one place."""
     dims = sorted((t, n) for n, t in zip(sizes, strides) if n > 1)
     reach = 0                        # the last offset the dimensions so far reach
     for t, n in dims:
@@ -227,9 +219,8 @@ def _self_overlapping(sizes, strides) -> bool:
 
 
 def packed_outputs(desc):
-    """``desc`` with every output tensor packed (sizes, data type and flags
-    kept), or itself where every output is; strides that map two elements to
-    one place are a ``ValidationError``."""
+    """``desc`` with every output tensor packed (sizes, data type and flags kept), or itself where every output is;
+    strides that map two elements to one place are a ``ValidationError``."""
     changes = {}
     for slot in desc.SLOTS:
         value = getattr(desc, slot.attr)
@@ -257,8 +248,7 @@ def packed_outputs(desc):
 
 @functools.lru_cache(maxsize=1024)       # (descriptions are immutable)
 def description(text: str):
-    """The validated description of ``text`` (cached), with packed outputs
-    (``packed_outputs``)."""
+    """The validated description of ``text`` (cached), with packed outputs (``packed_outputs``)."""
     if text.startswith("@"):
         desc = _HELD_BY_KEY.get(text)
         if desc is None:
@@ -313,14 +303,13 @@ _Defined = collections.namedtuple("_Defined", "op many setup backward tangent")
 def define(name: str, schema: str, impl, fake, setup, backward, tangent=None, rule=None, tags: tuple = ()):
     """Define ``opendml::<name>`` (``schema``: tensors, tensor lists and other arguments, the first a tensor or a
     tensor list; a tensor or a tensor list returned) with its implementation, fake, batching rule (``rule(op)``,
-    ``list_rule``'s by default) and autograd kernel: the reverse mode records ``setup(ctx, args, outputs)`` and
-    ``backward(ctx, grads)`` (``grads`` and its result as ``torch.library.custom_op``'s: a list for a list, a
-    tuple per argument); the forward mode gives the outputs the tangents ``tangent(primals, tangents, args)``
-    returns (the first argument's, zeros where a tensor has none; through the operators, so gradients of
-    tangents trace too), by default the operator itself on the tangents, the other arguments as they are (an
-    operator linear in its first argument and constant in the others). ``torch.library.custom_op`` has no
-    forward-mode rule: its operators gave a zero tangent silently. ``tags``: the operator's, beside
-    ``pt2_compliant_tag``."""
+    ``list_rule``'s by default) and autograd kernel. The reverse mode records ``setup(ctx, args, outputs)`` and
+    ``backward(ctx, grads)`` (``grads`` and its result as ``torch.library.custom_op``'s: a list for a list, a tuple
+    per argument); the forward mode gives the outputs the tangents ``tangent(primals, tangents, args)`` returns (the
+    first argument's, zeros where a tensor has none; through the operators, so gradients of tangents trace too), by
+    default the operator itself on the tangents, the other arguments as they are (linear in its first argument,
+    constant in the others). ``torch.library.custom_op`` has no forward-mode rule: its operators gave a zero tangent
+    silently. ``tags``: the operator's, beside ``pt2_compliant_tag``."""
     _LIB.define(name + schema, tags=(torch.Tag.pt2_compliant_tag, *tags))
     _LIB.impl(name, impl, "CompositeExplicitAutograd")
     qualname = f"opendml::{name}"
@@ -351,11 +340,11 @@ def define(name: str, schema: str, impl, fake, setup, backward, tangent=None, ru
 
 
 def _forward_ad(defined, args):
-    """The outputs of a call whose first argument (a tensor or a tensor list) holds a dual tensor: on the
-    primals, each made dual with its tangent (``defined.tangent``); None where no input has a tangent.
-    Tangents are read and made at level 0, PyTorch's one forward-AD level, not at ``forward_ad``'s current
-    level: a graph Dynamo compiled (``torch.func.jvp``, ``jacfwd``, ``hessian``) enters the level through
-    ``torch._C`` and leaves that Python record of it at -1."""
+    """The outputs of a call whose first argument (a tensor or a tensor list) holds a dual tensor: on the primals,
+    each made dual with its tangent (``defined.tangent``); None where no input has a tangent. Tangents are read and
+    made at level 0, PyTorch's one forward-AD level, not at ``forward_ad``'s current level: a graph Dynamo compiled
+    (``torch.func.jvp``, ``jacfwd``, ``hessian``) enters the level through ``torch._C`` and leaves that Python
+    record of it at -1."""
     one = isinstance(args[0], torch.Tensor)
     duals = [_fwad.unpack_dual(x, level=0) for x in ([args[0]] if one else args[0])]
     if all(d.tangent is None for d in duals):
@@ -389,8 +378,8 @@ def _filled(args, counts, tensors) -> list:
 
 
 class _Node(torch.autograd.Function):
-    """A Python operator's reverse-mode node: ``apply(defined, keyset, args, counts, *tensors)`` runs the
-    operator below autograd on ``args``, their tensors (``counts``: ``_counts``'s) those given after."""
+    """A Python operator's reverse-mode node: ``apply(defined, keyset, args, counts, *tensors)`` runs the operator
+    below autograd on ``args``, their tensors (``counts``: ``_counts``'s) those given after."""
 
     @staticmethod
     def forward(ctx, defined, keyset, args, counts, *tensors):
@@ -409,14 +398,14 @@ class _Node(torch.autograd.Function):
 
 
 class _LevelNode(_Node):
-    """``_Node`` for a call under a ``torch.func`` transform (``grad``, ``jacrev``, ``hessian``, ``vmap`` of
-    them), recorded, as ATen's autograd kernels record theirs, on the transform level the operator's kernel
-    runs at: its forward's redispatch reaches functorch's back mode, which runs the operator on the level
-    below (under ``vmap``, its batching rule) with grad and forward grad on, so that that level records its
-    own node or tangent (``Function.apply`` turns both off for ``forward``). It is applied as a single-level
-    Function, as functorch applies one per level of its own: ``Function.apply`` would take it for a Function
-    called above the dispatcher and route it through ``custom_function_call``, which needs the
-    ``setup_context`` form and cannot be dispatched from inside an operator's kernel."""
+    """``_Node`` for a call under a ``torch.func`` transform (``grad``, ``jacrev``, ``hessian``, ``vmap`` of them),
+    recorded, as ATen's autograd kernels record theirs, on the transform level the operator's kernel runs at: its
+    forward's redispatch reaches functorch's back mode, which runs the operator on the level below (under ``vmap``,
+    its batching rule) with grad and forward grad on, so that level records its own node or tangent
+    (``Function.apply`` turns both off for ``forward``). It is applied as a single-level Function, as functorch
+    applies one per level of its own: ``Function.apply`` would take it for a Function called above the dispatcher
+    and route it through ``custom_function_call``, which needs the ``setup_context`` form and cannot be dispatched
+    from inside an operator's kernel."""
 
     @classmethod
     def apply(cls, *operands):
@@ -429,10 +418,10 @@ class _LevelNode(_Node):
 
 
 def uncompiled(fn):
-    """``fn``, run where Dynamo compiles no frame of it once Dynamo is imported (``torch.compiler.disable``,
-    made on first use): a function compiled by ``torch.compile`` and called under a ``torch.func`` transform
-    has its own frames skipped (Dynamo cannot trace the transform's wrapped tensors) but every frame they
-    call compiled: the operators' nodes, batching rules and kernels, whose NumPy code Dynamo would trace."""
+    """``fn``, run where Dynamo compiles no frame of it once Dynamo is imported (``torch.compiler.disable``, made on
+    first use): a function compiled by ``torch.compile`` and called under a ``torch.func`` transform has its own
+    frames skipped (Dynamo cannot trace the transform's wrapped tensors) but every frame they call compiled: the
+    operators' nodes, batching rules and kernels, whose NumPy code Dynamo would trace."""
     def call(*args, **kwargs):
         return (_disabled(fn) if "torch._dynamo" in sys.modules else fn)(*args, **kwargs)
     return call
@@ -464,8 +453,8 @@ def _setup(ctx, inputs, output):
 
 
 def _adjoint(text: str, grads, constants=()) -> list:
-    """The adjoint of the description ``text`` on ``grads`` (zeros for the outputs that got none) and
-    ``constants`` (the inputs its adjoint reads): either move operator's backward."""
+    """The adjoint of the description ``text`` on ``grads`` (zeros for the outputs that got none) and ``constants``
+    (the inputs its adjoint reads): either move operator's backward."""
     desc = description(text)
     ref = next(g for g in grads if g is not None)
     return list(engine.adjoint(desc, [g if g is not None else ref.new_zeros(tuple(t.sizes), dtype=torch_dtype(t))
@@ -477,8 +466,8 @@ def _backward(ctx, grads):
 
 
 def _tangent(primals, tangents, args) -> list:
-    """The linear part of the description ``args[1]`` on ``tangents``, the values of the inputs its adjoint
-    reads (``constant_inputs``: index tensors, no tangent) kept."""
+    """The linear part of the description ``args[1]`` on ``tangents``, the values of the inputs its adjoint reads
+    (``constant_inputs``: index tensors, no tangent) kept."""
     desc = description(args[1])
     constants = engine.constant_inputs(desc)
     return move_op([x if i in constants else t for i, (x, t) in enumerate(zip(primals, tangents))],
@@ -487,7 +476,7 @@ def _tangent(primals, tangents, args) -> list:
 
 def batched(info, dims, xs, call, name: str) -> list:
     """``call(list of tensors)`` once per batch element of ``xs`` (batched along ``dims``), outputs stacked; a
-    ``ValidationError`` naming ``name`` for a batch of none (no call to run: DirectML's sizes are >= 1)."""
+    ``ValidationError`` naming ``name`` for an empty batch (no call to run: DirectML's sizes are >= 1)."""
     n = info.batch_size
     if n == 0:
         raise ValidationError(f"{name}: torch.func.vmap over a batch of size 0 is not supported (DirectML's tensor "
@@ -498,8 +487,8 @@ def batched(info, dims, xs, call, name: str) -> list:
 
 
 def list_rule(op):
-    """The batching rule of ``op(Tensor[] ..., str text) -> Tensor[]`` (either namespace's move, and
-    ``define``'s default: ``opendml::family``, ``opendml::family_adjoint``)."""
+    """The batching rule of ``op(Tensor[] ..., str text) -> Tensor[]`` (either namespace's move, and ``define``'s
+    default: ``opendml::family``, ``opendml::family_adjoint``)."""
     def rule(info, in_dims, *args):
         counts = _counts(args)
         outs = batched(info, [d for dims in in_dims[:-1] for d in dims], _tensors(args, counts),
@@ -520,10 +509,10 @@ def _move(inputs, text):
     return [o.contiguous() for o in outs]
 
 
-#: Description text -> the ``engine.Call`` that runs it on CPU and CUDA tensors and records it in the C call
-#: cache under a code of its own (``calls.OPS``; no arguments, the inputs as one sequence, the outputs as a
-#: list), the code Inductor's direct kernel offers (``inductor.MOVE_CODES``); at most ``_MAX_RECORDED`` texts,
-#: the oldest forgotten first (its code too: what the C cache holds under it is never served again).
+#: Description text -> the ``engine.Call`` that runs it on CPU and CUDA tensors and records it in the C call cache
+#: under a code of its own (``calls.OPS``; no arguments, the inputs as one sequence, the outputs as a list), the code
+#: Inductor's direct kernel offers (``inductor.MOVE_CODES``); at most ``_MAX_RECORDED`` texts, the oldest forgotten
+#: first (its code too: what the C cache holds under it is never served again).
 _CALLS: dict = {}
 _MAX_RECORDED = 4096
 _record_lock = threading.Lock()
@@ -546,9 +535,9 @@ def _record(text: str, desc):
 
 
 move_op = define("move", "(Tensor[] inputs, str desc) -> Tensor[]", _move, _move_fake, _setup, _backward, _tangent)
-# The same operator among the C++ operators: its kernel is the Python one (``_move``, which records the call
-# in the C call cache under the description's own code), without the custom operator's Python dispatch; its
-# backward's ``saved`` is (the inputs' sizes, desc).
+# The same operator among the C++ operators: its kernel is the Python one (``_move``, which records the call in the C
+# call cache under the description's own code), without the custom operator's Python dispatch; its backward's
+# ``saved`` is (the inputs' sizes, desc).
 define_cpp("move", "(Tensor[] inputs, str desc) -> Tensor[]", (None, None, (), _move), True, _move_fake,
            list_rule, lambda saved, grads: _adjoint(saved[1], grads))
 _CUSTOM_MOVE = {"move": move_op}
@@ -556,10 +545,9 @@ inductor.attach("opendml", _CUSTOM_MOVE, CPP_DEFS)
 
 
 def call_move(desc, arrays) -> list:
-    """``desc`` (a validated description) on ``arrays`` through
-    ``opendml_cpp::move`` where traced calls take the C++ operators, else
-    ``opendml::move`` (always for an operator whose adjoint reads input
-    values, ``ADJOINT_INPUTS``: the C++ node keeps the inputs' sizes only)."""
+    """``desc`` (a validated description) on ``arrays`` through ``opendml_cpp::move`` where traced calls take the C++
+    operators, else ``opendml::move`` (always for an operator whose adjoint reads input values, ``ADJOINT_INPUTS``:
+    the C++ node keeps the inputs' sizes only)."""
     op = (None if engine.constant_inputs(desc) else cpp_op("move")) or torch.ops.opendml.move.default
     return list(op(list(arrays), to_text(desc)))
 

@@ -1,10 +1,9 @@
-// opendml's autograd node and dispatcher operators for eager PyTorch (arrays/torch/node.py builds and
-// loads it). The node is a plain C++ torch::autograd::Node, like the ones PyTorch generates for its own
-// operators: the forward runs opendml's kernel route (a Python callable: the call cache serves it from
-// C) and records this node; the engine calls the node's apply, which calls the operator's adjoint (a
-// Python callable through the array API, so a gradient of a gradient takes the same routes again).
-// Each operator gets its own Python type for grad_fn (opendml_<op>Backward), registered the way
-// PyTorch registers its own. Only the routing is here: which kernel runs and every rule stay in Python.
+// opendml's autograd node and dispatcher operators for PyTorch (arrays/torch/node.py builds and loads it). The
+// node is a plain C++ torch::autograd::Node, as PyTorch generates for its own operators: the forward runs opendml's
+// kernel route (a Python callable the call cache serves from C) and records the node; its apply calls the operator's
+// adjoint through the array API, so a gradient of a gradient takes the same routes. Each operator gets its own
+// grad_fn type (opendml_<op>Backward), registered as PyTorch registers its own. Only routing is here: which kernel
+// runs and every rule stay in Python.
 #include <torch/extension.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/function.h>
@@ -39,8 +38,7 @@ namespace {
 
 constexpr int kSlots = 64;  // distinct grad_fn types (one per operator name)
 
-// The pointer type the engine holds nodes by: std::shared_ptr in older
-// PyTorch releases, c10::intrusive_ptr in newer ones.
+// The pointer type the engine holds nodes by: std::shared_ptr in older PyTorch releases, c10::intrusive_ptr in newer.
 using NodePtr = decltype(std::declval<torch::autograd::Edge>().function);
 
 template <class P>
@@ -54,12 +52,10 @@ PyObject* checked(PyObject* out) {
   return out;
 }
 
-// A call spec, (cached, code, args, fallback): cached(code, x, *args) is the
-// call cache's C function (None where the call is not cached; it answers
-// None where it has no entry), fallback(x) the same call through Python.
-// The spec's call on x (a tensor's Python object), by vectorcall: a new
-// reference, or an exception thrown (with the GIL held; the caller keeps
-// spec alive).
+// A call spec, (cached, code, args, fallback): cached(code, x, *args) is the call cache's C function (None: not
+// cached; it answers None where it has no entry), fallback(x) the same call through Python. The spec's call on x (a
+// tensor's Python object), by vectorcall: a new reference, or an exception thrown (GIL held; the caller keeps spec
+// alive).
 PyObject* call_spec(PyObject* spec, PyObject* x) {
   PyObject* cached = PyTuple_GET_ITEM(spec, 0);
   if (cached != Py_None) {
@@ -85,12 +81,10 @@ const at::Tensor& tensor_of(PyObject* out) {
   return THPVariable_Unpack(out);
 }
 
-// The tensor of a spec's result `out` (released here), for autograd to
-// keep: where `out` is the only reference to a tensor whose storage nothing
-// else shares (a new output, as the call cache's are), a tensor of its own
-// over the same storage, sizes, strides and version counter, so that
-// releasing it later (the engine does, on its device threads) needs no GIL
-// to release a Python object; else the tensor itself.
+// The tensor of a spec's result `out` (released here), for autograd to keep: where `out` is the only reference to a
+// tensor whose storage nothing else shares (a new output, as the call cache's are), a tensor of its own over the same
+// storage, sizes, strides and version counter, so that the engine releasing it later (on its device threads) needs no
+// GIL to release a Python object; else the tensor itself.
 at::Tensor unshared(py::object& out) {
   const at::Tensor& y = tensor_of(out.ptr());  // (a reference: no count taken)
   c10::TensorImpl* impl = y.unsafeGetTensorImpl();
@@ -103,10 +97,9 @@ at::Tensor unshared(py::object& out) {
   return y;
 }
 
-// Whether the engine's current task runs every node it reaches (backward()
-// without inputs): the gradient goes on to AccumulateGrad nodes, which keep
-// it as x.grad (unshared pays there), not back to Python (autograd.grad,
-// where a tensor that has its Python object already is returned cheaper).
+// Whether the engine's current task runs every node it reaches (backward() without inputs): the gradient goes on to
+// AccumulateGrad nodes, which keep it as x.grad (unshared pays there), not back to Python (autograd.grad, where a
+// tensor that has its Python object already is returned cheaper).
 bool runs_every_node() {
   const auto* info = torch::autograd::get_current_graph_task_exec_info();
   return info != nullptr && info->empty();
@@ -117,8 +110,8 @@ bool is_spec(PyObject* spec) {
   return PyTuple_Check(spec) && PyTuple_GET_SIZE(spec) == 4 && PyTuple_Check(PyTuple_GET_ITEM(spec, 2));
 }
 
-// A node holding a tuple of Python objects (``held_``), released with the GIL
-// taken. Nothing is saved, so backward may run again, as for torch.flip.
+// A node holding a tuple of Python objects (``held_``), released with the GIL taken. Nothing is saved, so backward
+// may run again, as for torch.flip.
 struct TupleNode : Node {
   explicit TupleNode(py::tuple held) : held_(std::move(held)) {}
 
@@ -132,10 +125,8 @@ struct TupleNode : Node {
     }
   }
 
-  // A Python exception of backward (an opendml error, ...), kept with the
-  // error so that the engine can raise it on the thread that called
-  // backward, which need not be this one (CUDA device threads, reentrant
-  // backward), as PyNode does.
+  // A Python exception of backward, kept with the error so that the engine raises it on the thread that called
+  // backward, which need not be this one (CUDA device threads, reentrant backward), as PyNode does.
   [[noreturn]] static void rethrow(py::error_already_set& e) {
     e.restore();
     python_error err;
@@ -154,9 +145,8 @@ struct Backward : TupleNode {  // held_: the adjoint's spec
     py::gil_scoped_acquire gil;
     try {
       py::object g = py::reinterpret_steal<py::object>(checked(THPVariable_Wrap(grads[0])));
-      // g holds the gradient from here: a Python object made for it (an upstream node's
-      // gradient has none) is released with its tensor below, while the GIL is held, not
-      // handed to the tensor for the engine to release later by taking the GIL again.
+      // g holds the gradient from here: a Python object made for it (an upstream node's gradient has none) is
+      // released with its tensor below, GIL held, not left to the engine to release later by taking the GIL again.
       grads[0].reset();
       py::object out = py::reinterpret_steal<py::object>(call_spec(held_.ptr(), g.ptr()));
       return {runs_every_node() ? unshared(out) : tensor_of(out.ptr())};
@@ -189,8 +179,7 @@ struct SlotEntry {
   std::string* label;
 };
 
-// kSlots grad_fn types over node class Base, each registered with its own
-// Python type on first use (slot(name)).
+// kSlots grad_fn types over node class Base, each registered with its own Python type on first use (slot(name)).
 template <class Base>
 struct Types {
   template <int... K>
@@ -218,10 +207,8 @@ struct Types {
 
 using NodeTypes = Types<Backward>;
 
-// The kernel spec on x (a tensor's Python object) with grad mode off
-// (opendml's kernel route; the call cache serves it), then, where autograd
-// records, this slot's node with the adjoint spec as its backward: the
-// kernel's result, a new reference.
+// The kernel spec on x (a tensor's Python object) with grad mode off, then, where autograd records, this slot's node
+// with the adjoint spec as its backward: the kernel's result, a new reference.
 PyObject* record(PyObject* x, int k, PyObject* kernel, PyObject* adjoint) {
   const bool recording = torch::autograd::compute_requires_grad(THPVariable_Unpack(x));
   py::object out;
@@ -242,10 +229,8 @@ PyObject* record(PyObject* x, int k, PyObject* kernel, PyObject* adjoint) {
   return out.release().ptr();
 }
 
-// record with everything but x bound (what the call cache's eager entry
-// calls on every repeated call): a callable of its own, called by
-// vectorcall with no argument conversion, its errors raised as PyTorch's
-// own functions raise them.
+// record with everything but x bound (what the call cache's eager entry calls on every repeated call): called by
+// vectorcall with no argument conversion, its errors raised as PyTorch's own functions raise them.
 struct Recorder {
   PyObject_HEAD
   vectorcallfunc vectorcall;
@@ -306,15 +291,12 @@ py::object recorder(int k, const py::tuple& kernel, const py::tuple& adjoint) {
   return py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(r));
 }
 
-// The check an eager entry's call passes first (runtime/native/calls.c asks
-// it on every call autograd must record), as adapter._eager_ok answers it,
-// without a Python frame: the node in use (state["module"] set), no
-// TorchScript trace, no torch.func transform in force, compiled autograd off (the flag of
-// torch._dynamo.compiled_autograd, where sys.modules holds it), and
-// torch_node not "off" in the settings in force (runtime.config's _current).
-// Anything else (settings never read, a state without its entry) is
-// answered by the Python check itself (`fallback`). The names it reads, each
-// X(member, text), interned once (module last: set once every name is).
+// The check an eager entry's call passes first (runtime/native/calls.c asks it on every call autograd must record),
+// as adapter._eager_ok answers it, without a Python frame: the node in use (state["module"] set), no TorchScript
+// trace, no torch.func transform in force, compiled autograd off (torch._dynamo.compiled_autograd's flag, where
+// sys.modules holds it), torch_node not "off" in the settings in force (runtime.config's _current). Anything else
+// (settings never read, a state without its entry) is answered by the Python check (`fallback`). The names it reads,
+// each X(member, text), are interned once (module last: set once every name is).
 #define ODML_EAGER_NAMES(X)                                                                   \
   X(current, "_current") X(torch_node, "torch_node") X(off, "off")                            \
   X(compiled, "torch._dynamo.compiled_autograd") X(enabled, "compiled_autograd_enabled")      \
@@ -381,24 +363,19 @@ py::object eager_check(py::dict state, py::dict config_globals, py::dict sys_dic
 
 // -- dispatcher operators ---------------------------------------------------------------------------
 //
-// The operators torch.compile graphs call (arrays/torch/adapter.py defines
-// their schemas and fake kernels in a namespace of their own). Every kernel
-// here is boxed and generic over the schema: the CPU and CUDA kernels turn
-// the arguments into Python objects once and call the operator's spec, the
-// call cache's C function first (no Python on a hit) and the Python kernel
-// only on a miss; the Autograd kernel runs the operator below autograd and,
-// where a gradient is needed, records an OpBackward node whose apply calls
-// the Python backward formula, which calls these operators again (so
-// gradients of gradients, and AOTAutograd's traces of backward, take them).
+// The operators torch.compile graphs call (arrays/torch/adapter.py defines their schemas and fake kernels in a
+// namespace of their own). Every kernel is boxed and generic over the schema: the CPU and CUDA kernels turn the
+// arguments into Python objects once and call the operator's spec, the call cache's C function first (no Python on
+// a hit), the Python kernel on a miss; the Autograd kernel runs the operator below autograd and, where a gradient is
+// needed, records an OpBackward node whose apply calls the Python backward formula, which calls these operators
+// again (so gradients of gradients, and AOTAutograd's traces of backward, take them).
 
 constexpr size_t kMaxArgs = 16;  // the code, arguments and extra arguments of a call; more take a vector (run_op)
 
-// An operator's kernel spec: cached(code, *args, *extra) is the call cache's
-// function (Py_None: none), fallback(*args) the Python kernel, list_out
-// whether the schema returns Tensor[], split the number of int lists the
-// operator's one list argument packs (0: not packed; see Operands). The
-// objects are kept for the life of the process (never released: a kernel
-// may run until it ends).
+// An operator's kernel spec: cached(code, *args, *extra) is the call cache's function (Py_None: none), fallback(*args)
+// the Python kernel, list_out whether the schema returns Tensor[], split the number of int lists the operator's one
+// list argument packs (0: not packed; see Operands). Kept for the life of the process (a kernel may run until it
+// ends).
 struct OpSpec {
   PyObject* name = nullptr;
   PyObject* cached = nullptr;
@@ -426,9 +403,8 @@ PyObject* int_list(c10::ArrayRef<c10::IValue> items, size_t start, size_t count)
   return out;
 }
 
-// A new reference to the Python form of an argument: a tensor, a list of
-// ints (what the call cache keys), else what TorchScript makes of it
-// (SymInts, strings, tensor lists).
+// A new reference to the Python form of an argument: a tensor, a list of ints (what the call cache keys), else what
+// TorchScript makes of it (SymInts, strings, tensor lists).
 PyObject* to_py(const c10::IValue& v) {
   if (v.isTensor()) return checked(THPVariable_Wrap(v.toTensor()));
   if (v.isIntList()) {
@@ -438,8 +414,8 @@ PyObject* to_py(const c10::IValue& v) {
   return torch::jit::toPyObject(v).release().ptr();
 }
 
-// Whether `list` (an exact list that only this file and the call cache's C
-// function ever see) holds exactly the ints items[start, start + count).
+// Whether `list` (an exact list only this file and the call cache's C function see) holds the ints
+// items[start, start + count).
 bool same_ints(PyObject* list, c10::ArrayRef<c10::IValue> items, size_t start, size_t count) {
   if (PyList_GET_SIZE(list) != static_cast<Py_ssize_t>(count)) return false;
   for (size_t i = 0; i < count; ++i) {
@@ -451,9 +427,8 @@ bool same_ints(PyObject* list, c10::ArrayRef<c10::IValue> items, size_t start, s
   return true;
 }
 
-// An int list for argument slot `index` of `spec` (argv[index + 1]), a new
-// reference: with reuse, the list this slot made last where it holds the
-// same ints, else a new one the slot keeps (see Operands).
+// An int list for argument slot `index` of `spec` (argv[index + 1]), a new reference: with reuse, the list this slot
+// made last where it holds the same ints, else a new one the slot keeps (see Operands).
 PyObject* ints_for(OpSpec& spec, size_t index, c10::ArrayRef<c10::IValue> items, size_t start, size_t count,
                    bool reuse) {
   if (!reuse) return int_list(items, start, count);  // (index < kMaxArgs: register_ops checks split)
@@ -466,27 +441,20 @@ PyObject* ints_for(OpSpec& spec, size_t index, c10::ArrayRef<c10::IValue> items,
   return cached;
 }
 
-// The operands of one call to the call cache (with the GIL held): argv[0] is
-// the operator's code, then each argument, then the spec's extra arguments.
-// An int[] argument's list is the one the previous call of this operator
-// made for that argument where it holds the same ints (OpSpec::lists),
-// else a new one that the next call may reuse (Inductor's wrapper passes
-// the same lists on every call: this saves making, keying and freeing a
-// list per argument). These lists go to the call cache's C function only,
-// which reads them, passes them to no Python code and keeps no reference
-// (runtime/native/calls.c, key_head), so a reused list is never seen, kept
-// or changed by Python code; the Python kernel (a miss) gets lists of its
-// own (reuse off). Lists are made, compared and replaced with the GIL held;
-// a call holds its own reference to each, so another thread replacing one
-// while the call cache runs a kernel without the GIL frees nothing in use.
+// The operands of one call to the call cache (GIL held): argv[0] is the operator's code, then each argument, then the
+// spec's extra arguments. An int[] argument's list is the one the previous call of this operator made for it where
+// it holds the same ints (OpSpec::lists), else a new one the next call may reuse (Inductor's wrapper passes the same
+// lists on every call: this saves making, keying and freeing a list per argument). These lists go only to the call
+// cache's C function, which reads them, passes them to no Python code and keeps no reference (runtime/native/calls.c,
+// key_head), so Python code never sees a reused list; the Python kernel (a miss) gets lists of its own (reuse off).
+// Lists are made, compared and replaced with the GIL held; a call holds its own reference to each, so another thread
+// replacing one while the call cache runs a kernel without the GIL frees nothing in use.
 //
-// A packed operator (spec.split = k > 0; schema (Tensor, int[] or SymInt[]
-// args)) takes one list that holds its k int lists of one length one after
-// another (PyTorch's Python entry to the dispatcher converts one list
-// argument for about half of what five cost): the operands are the k lists
-// again, each its own argument (reused as above), so the call cache's keys
-// and the Python kernel's arguments are those of the unpacked schema.
-// run_op checks the packed length first (check_packed).
+// A packed operator (spec.split = k > 0; schema (Tensor, int[] or SymInt[] args)) takes one list holding its k int
+// lists of one length one after another (PyTorch's Python entry to the dispatcher converts one list argument for
+// about half of what five cost): the operands are the k lists again, each its own argument (reused as above), so the
+// call cache's keys and the Python kernel's arguments are the unpacked schema's. run_op checks the packed length
+// first (check_packed).
 struct Operands {
   std::array<PyObject*, kMaxArgs> fixed{};
   std::vector<PyObject*> spill;
@@ -545,9 +513,8 @@ struct Operands {
   }
 };
 
-// A packed operator's list argument holds spec.split lists of one length:
-// its length must be a multiple of split (the Python fake kernel raises the
-// same ValueError, adapter._unpack).
+// A packed operator's list argument holds spec.split lists of one length: its length must be a multiple of split
+// (the Python fake kernel raises the same ValueError, adapter._unpack).
 void check_packed(const OpSpec& spec, const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   if (spec.split == 0) return;
   const auto& schema = op.schema();
@@ -555,12 +522,9 @@ void check_packed(const OpSpec& spec, const c10::OperatorHandle& op, c10::ArrayR
                     ": a packed operator takes a tensor and one list");
   const size_t size = args[1].toListRef().size();
   if (size % spec.split == 0) return;
-  // The numbers are formatted with std::to_string, never streamed into an
-  // ostream: on the H200 machine (PyTorch 2.11, GCC 13) this extension is
-  // built with its own static copy of libstdc++ (no libstdc++.so.6 among its
-  // needed libraries), and streaming an integer here crashed the process in
-  // that copy's locale code (cuda-gdb: a codecvt facet's do_in), where
-  // strings stream fine.
+  // Numbers are formatted with std::to_string, never streamed into an ostream: on the H200 machine (PyTorch 2.11,
+  // GCC 13) this extension is built with its own static copy of libstdc++, and streaming an integer here crashed the
+  // process in that copy's locale code (cuda-gdb: a codecvt facet's do_in); strings stream fine.
   const std::string split = std::to_string(spec.split);
   TORCH_CHECK_VALUE(false, schema.name() + ": " + schema.arguments()[1].name() + " packs " + split +
                                " lists of one length, one after another: its length must be a multiple of " + split +
@@ -712,11 +676,9 @@ torch::CppFunction op_kernel(OpSpec& spec) {
   return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<OpKernel<Autograd>>(&spec));
 }
 
-// Kernels for operators already defined in namespace ns (CPU, CUDA,
-// Autograd), one per (name, (cached, code, extra tuple, fallback), returns a
-// list, grad_fn name, split: how many int lists its one list argument packs,
-// 0 where it is not packed); backward(name, saved, grads) is every
-// operator's backward. The registrations stay for the life of the process.
+// CPU, CUDA and Autograd kernels for operators already defined in namespace ns, one per (name, (cached, code, extra
+// tuple, fallback), returns a list, grad_fn name, split: how many int lists its one list argument packs, 0: not
+// packed); backward(name, saved, grads) is every operator's backward. Registrations stay for the life of the process.
 void register_ops(const std::string& ns, const py::list& ops, py::object backward) {
   for (py::handle item : ops) {
     py::tuple entry = py::reinterpret_borrow<py::tuple>(item);
@@ -752,27 +714,22 @@ void register_ops(const std::string& ns, const py::list& ops, py::object backwar
 
 // -- tensor accessors for the C call cache ----------------------------------------------------------
 //
-// runtime/native/torch_api.h: what calls.c reads of a tensor on every served
-// call (dtype, sizes, strides, device, data pointer, routing facts), its
-// output allocation, the current stream and device, in C++ instead of a
-// dozen Python calls. Each gives what the Python accessor it replaces gives
-// (tests/test_torch_api.py compares them).
+// runtime/native/torch_api.h: what calls.c reads of a tensor on every served call (dtype, sizes, strides, device,
+// data pointer, routing facts), its output allocation, the current stream and device, in C++ instead of a dozen
+// Python calls. Each gives what the Python accessor it replaces gives (tests/test_torch_api.py compares them).
 
 namespace tapi {
 
 PyObject* fwad_globals = nullptr;  // torch.autograd.forward_ad's globals (its _current_level)
 PyObject* s_level = nullptr;
 
-// Whether t's dispatch keys are exactly a plain dense tensor's of its
-// device type, made in normal or in inference mode: the backend key, the
-// autocast key, and (normal mode) the ADInplaceOrView and autograd keys, as
-// TensorImpl's constructor sets them. Computed from the backend, never
-// learned from a tensor made here: one made inside a functorch transform,
-// a fake-tensor or dispatch mode would carry that context's keys. Any other
-// key (functorch wrappers, negative or conjugate bits, Python subclasses,
-// sparse, ...) makes the tensor "wrapped": the Python route takes it. A key
-// set some PyTorch version adds to every tensor would only send every call
-// down the Python route (tests/test_torch_api.py checks plain tensors pass).
+// Whether t's dispatch keys are exactly a plain dense tensor's of its device type, made in normal or inference mode:
+// the backend key, the autocast key and (normal mode) the ADInplaceOrView and autograd keys, as TensorImpl's
+// constructor sets them. Computed from the backend, never learned from a tensor made here: one made inside a
+// functorch transform, a fake-tensor or dispatch mode would carry that context's keys. Any other key (functorch
+// wrappers, negative or conjugate bits, Python subclasses, sparse, ...) makes the tensor "wrapped": the Python route
+// takes it. A key a PyTorch version adds to every tensor would only send every call down the Python route
+// (tests/test_torch_api.py checks plain tensors pass).
 bool plain_keys(const at::Tensor& t) {
   c10::BackendComponent backend;
   c10::DispatchKey key;
@@ -791,8 +748,7 @@ bool plain_keys(const at::Tensor& t) {
   return ks == normal || ks == inference;
 }
 
-// Whether a forward-AD level is open (torch.autograd.forward_ad._current_level >= 0);
-// open where it cannot be read.
+// Whether a forward-AD level is open (torch.autograd.forward_ad._current_level >= 0); open where it cannot be read.
 bool forward_level_open() {
   PyObject* level = fwad_globals ? PyDict_GetItemWithError(fwad_globals, s_level) : nullptr;
   if (level == nullptr || !PyLong_Check(level)) {
@@ -893,8 +849,8 @@ py::object capsule() {
       PyCapsule_New(const_cast<odml_torch_api*>(&table), ODML_TORCH_API_NAME, nullptr));
 }
 
-// describe(x) as a tuple, for tests: (dtype, device, data_ptr, sizes, strides,
-// requires_grad, grad_enabled, dispatch_modes, wrapped), or None.
+// describe(x) as a tuple, for tests: (dtype, device, data_ptr, sizes, strides, requires_grad, grad_enabled,
+// dispatch_modes, wrapped), or None.
 py::object describe_py(py::handle x) {
   init();
   odml_torch_info info{};

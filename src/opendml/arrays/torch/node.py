@@ -1,18 +1,18 @@
-"""opendml's C++ autograd node and dispatcher operators for PyTorch (``node.cpp``), built for the
-installed PyTorch on first need and loaded from opendml's cache after that.
+"""opendml's C++ autograd node and dispatcher operators for PyTorch (``node.cpp``), built for the installed PyTorch
+on first need and loaded from opendml's cache after that.
 
-A Python ``torch.autograd.Function`` costs tens of microseconds more per forward + backward than
-PyTorch's generated C++ nodes. The node records the same call as the Python route
-(``adapter._Route``): the same kernel, the same adjoint through the array API; only where autograd
-keeps the record differs. Forward-mode AD and ``torch.func`` keep the Python Function.
+A Python ``torch.autograd.Function`` costs tens of microseconds more per forward + backward than PyTorch's generated
+C++ nodes. The node records the same call as the Python route (``adapter._Route``): the same kernel, the same
+adjoint through the array API; only where autograd keeps the record differs. Forward-mode AD and ``torch.func`` keep
+the Python Function.
 
-``opendml.configure(torch_node=...)`` / ``OPENDML_TORCH_NODE``: ``"auto"`` starts the build and lets
-calls take the Python route until it is ready, ``"wait"`` makes the first call wait for it, ``"off"``
-never builds. The build runs in a separate process (``torch.utils.cpp_extension.load`` in a private
-build folder, a C++ compiler needed) that finishes even if this process exits, and moves the library
-into the cache folder (``cache_folder()``) in one rename, so no lock is ever left behind; its file
-name carries a digest of the source, PyTorch's version and Python's ABI. A failed build is written
-down beside it (``<name>.failed``) and retried after an hour; until then ``status()`` says why.
+``opendml.configure(torch_node=...)`` / ``OPENDML_TORCH_NODE``: ``"auto"`` starts the build and lets calls take the
+Python route until it is ready, ``"wait"`` makes the first call wait for it, ``"off"`` never builds. The build runs
+in a separate process (``torch.utils.cpp_extension.load`` in a private build folder, a C++ compiler needed) that
+finishes even if this process exits, and moves the library into the cache folder (``cache_folder()``) in one
+rename, so no lock is ever left behind; its file name carries a digest of the source, PyTorch's version and
+Python's ABI. A failed build is written down beside it (``<name>.failed``) and retried after an hour; until then
+``status()`` says why.
 """
 from __future__ import annotations
 
@@ -38,8 +38,7 @@ _SOURCE = pathlib.Path(__file__).with_name("node.cpp")
 _API_HEADER = pathlib.Path(__file__).parents[2] / "runtime" / "native" / "torch_api.h"
 _lock = threading.Lock()
 _state = {"module": None, "status": "not built", "thread": None}
-#: How long a "wait" call waits for a build, in seconds, before it takes the
-#: Python route.
+#: How long a "wait" call waits for a build, in seconds, before it takes the Python route.
 WAIT_S = 240.0
 #: A build that has not finished after this long is taken to have died.
 STALE_S = 900.0
@@ -127,9 +126,8 @@ def _builder_alive(path: pathlib.Path) -> bool:
 
 
 def _spawn(path: pathlib.Path) -> None:
-    """Start a builder process unless a live one is at work on ``path``. The
-    marker is claimed atomically (O_EXCL) before the builder starts, so
-    processes starting together start one builder."""
+    """Start a builder process unless a live one is at work on ``path``. The marker is claimed atomically (O_EXCL)
+    before the builder starts, so processes starting together start one builder."""
     marker = _marker(path)
     if _builder_alive(path):
         return
@@ -146,8 +144,7 @@ def _spawn(path: pathlib.Path) -> None:
         return
     with os.fdopen(fd, "w") as f:
         f.write(f"{os.getpid()} {int(time.time())}")
-    # The compiler runs without a preloaded library (a sanitizer runtime, say)
-    # that this process may have been started with.
+    # The compiler runs without a preloaded library (a sanitizer runtime, say) this process may have been started with.
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     try:
         proc = subprocess.Popen([_interpreter() or sys.executable, "-c", _BUILDER, str(_SOURCE), str(path),
@@ -172,8 +169,8 @@ def _failure(path: pathlib.Path) -> str | None:
 
 
 def _trusted(path: pathlib.Path) -> str | None:
-    """Why the library at ``path`` may not be loaded (None: it may): it must
-    belong to this user, in a folder no one else may write to."""
+    """Why the library at ``path`` may not be loaded (None: it may): it must be this user's, in a folder only they may
+    write to."""
     if not hasattr(os, "getuid"):
         return None
     for p in (path, path.parent):
@@ -186,8 +183,8 @@ def _trusted(path: pathlib.Path) -> str | None:
 
 
 def _interpreter() -> str | None:
-    """The Python interpreter a builder process runs under, or None where
-    this process's ``sys.executable`` is not one (an embedding program)."""
+    """The Python interpreter a builder process runs under, or None where this process's ``sys.executable`` is not
+    one (an embedding program)."""
     exe = sys.executable
     if exe and os.path.basename(exe).lower().startswith("python") and os.access(exe, os.X_OK):
         return exe
@@ -199,8 +196,7 @@ _PYTHON = "eager autograd takes the Python autograd.Function"
 
 
 def _obtain(timeout: float) -> None:
-    """Load the library, building it first where it is not there yet; the
-    outcome goes to ``_state``."""
+    """Load the library, building it first where it is not there yet; the outcome goes to ``_state``."""
     try:
         path = library_path()
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
@@ -233,17 +229,16 @@ def _obtain(timeout: float) -> None:
             return
         module = _load(path)
         _state["status"], _state["module"] = f"built ({path})", module
-        # The call cache reads tensors through the library's C++ accessors from now on
-        # (runtime/native/torch_api.h): the same facts as through Python, in one call.
+        # The call cache reads tensors through the library's C++ accessors from now on (runtime/native/torch_api.h):
+        # the same facts as through Python, in one call.
         _use_accessors(config())
     except Exception as e:                # noqa: BLE001 - any failure leaves the Python route, said in status()
         _state["status"] = f"build failed, {_PYTHON}: {type(e).__name__}: {e}"
 
 
 def _use_accessors(cfg) -> None:
-    """The call cache's tensor accessors: the loaded library's unless
-    ``torch_node="off"`` (then the Python reads). Called when the library
-    loads and after every ``configure()``."""
+    """The call cache's tensor accessors: the loaded library's unless ``torch_node="off"`` (then the Python reads).
+    Called when the library loads and after every ``configure()``."""
     with _lock:
         module = _state["module"]
         if module is not None:
@@ -266,8 +261,7 @@ def _start(timeout: float):
 
 
 def get():
-    """The node module, or None while it is not (yet) usable, per
-    ``config().torch_node``; the first call starts the build."""
+    """The node module, or None while not (yet) usable, per ``config().torch_node``; a first call starts the build."""
     module = _state["module"]
     if module is not None:
         return module if config().torch_node != "off" else None
@@ -282,15 +276,15 @@ def get():
 
 
 def prefetch() -> None:
-    """Start loading the library (building it first where this PyTorch has
-    none yet) in the background, unless ``torch_node="off"``; never waits."""
+    """Start loading the library (building it first where this PyTorch has none yet) in the background, unless
+    ``torch_node="off"``; never waits."""
     if _state["module"] is None and _state["thread"] is None and config().torch_node != "off":
         _start(WAIT_S)
 
 
 def wait(timeout: float | None = WAIT_S) -> bool:
-    """Start the build if it has not started (unless ``torch_node="off"``) and
-    wait for it, at most ``timeout`` seconds; whether the node is ready."""
+    """Start the build if it has not started (unless ``torch_node="off"``) and wait for it, at most ``timeout``
+    seconds; whether the node is ready."""
     if _state["module"] is None and config().torch_node != "off":
         _start(WAIT_S if timeout is None else timeout).join(timeout)
     return _state["module"] is not None

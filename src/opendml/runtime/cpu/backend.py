@@ -1,11 +1,8 @@
-"""CPU backend: a move program (``plan.MovePlan``) runs pass by pass, each
-pass kind through its entry of ``PASSES``: opendml's compiled kernels (the C
-sources beside this file, over the CPU's cores with the GIL released) where
-the extension was built, else NumPy strided views (``numpy_kernels``;
-``configure(cpu_kernels="numpy")`` selects them). Copies move unsigned words,
-never values, so every bit pattern survives; FOLD sums in one order on both
-paths, which give identical bytes. Everything a dispatch needs is built once
-per binding (``prepare``) and replayed.
+"""CPU backend: a move program (``plan.MovePlan``) runs pass by pass, each pass kind through its ``PASSES`` entry:
+opendml's compiled kernels (the C sources beside this file, on the CPU's cores, GIL released) where built, else NumPy
+strided views (``numpy_kernels``; ``configure(cpu_kernels="numpy")`` selects them). Copies move unsigned words, never
+values (every bit pattern survives), and FOLD sums in one order: both paths give identical bytes. What a dispatch
+needs is built once per binding (``prepare``) and replayed.
 """
 from __future__ import annotations
 
@@ -32,8 +29,7 @@ MOVE_MAX_RANK = 16
 
 
 class MoveParams(ctypes.Structure):
-    """ctypes mirror of ``odml_cpu_move_params`` (runtime/cpu/move.h), same field
-    order; every field 64 bits."""
+    """ctypes mirror of ``odml_cpu_move_params`` (runtime/cpu/move.h), same field order, every field 64 bits."""
     _fields_ = _fields("kind", "src_type", "dst_type", "rank", "src_offset", "dst_offset", "has_scale_bias",
                        scale=ctypes.c_double, bias=ctypes.c_double, fill_bits=ctypes.c_uint64,
                        **dict.fromkeys(("sizes", "src_strides", "dst_strides", "map_mode", "map_shift", "map_size"),
@@ -41,10 +37,9 @@ class MoveParams(ctypes.Structure):
 
 
 def canonical_move_pass(p):
-    """A ``Copy`` or ``Fill`` pass as (sizes, src_strides, dst_strides, maps,
-    src_offset): size-1 dimensions dropped (a mapped one's source index
-    folded into the source offset), dimensions ordered by destination stride
-    (largest first), unmapped neighbours that walk memory as one merged."""
+    """A ``Copy`` or ``Fill`` pass as (sizes, src_strides, dst_strides, maps, src_offset): size-1 dimensions dropped (a
+    mapped one's source index folded into the source offset), dimensions ordered by destination stride (largest
+    first), unmapped neighbours walking memory as one merged."""
     n = len(p.sizes)
     is_copy = isinstance(p, Copy)
     src_strides = p.src_strides if is_copy else (0,) * n
@@ -68,10 +63,8 @@ def canonical_move_pass(p):
         merged.append((s, i, o, m))
     if not merged:
         merged = [(1, 0, 0, None)]
-    # A tiny innermost dimension (DEPTH_TO_SPACE's block column, say) under a
-    # long unmapped one: the long one becomes the run (strided destination,
-    # the short one's rows still share cache lines), not one call per few
-    # elements.
+    # A tiny innermost dimension (DEPTH_TO_SPACE's block column, say) under a long unmapped one: the long one becomes
+    # the run (strided destination; the short one's rows still share cache lines), not one call per few elements.
     if len(merged) >= 2 and merged[-1][0] <= 4 and merged[-2][0] >= 4 * merged[-1][0] \
             and merged[-1][3] is None and merged[-2][3] is None:
         merged[-2], merged[-1] = merged[-1], merged[-2]
@@ -98,10 +91,9 @@ class IndexParams(ctypes.Structure):
 
 
 def index_params(plan: MovePlan, p) -> IndexParams | None:
-    """index.c's parameters of a ``Gather``/``Scatter`` pass of ``plan``
-    (what the CPU backend runs and the call cache records), or None where
-    the kernel does not take it: more dimensions or index axes than it
-    takes, or a last-only gather (a gradient's: NumPy's kernel)."""
+    """index.c's parameters of a ``Gather``/``Scatter`` pass of ``plan`` (what the CPU backend runs and the call cache
+    records), or None where the kernel does not take it: too many dimensions or index axes, or a last-only gather (a
+    gradient's: NumPy's kernel)."""
     r = len(p.sizes)
     if r > MOVE_MAX_RANK or len(p.indices) > INDEX_MAX_AXES or getattr(p, "last_only", False):
         return None
@@ -131,9 +123,8 @@ _FILL_BITS: dict = {}
 
 
 def _fill_bits(value, out_t: int) -> int:
-    """A ``Fill`` pass's bits: the value exactly as the NumPy path converts it
-    (``numpy_kernels.fill_value``), remembered for plain ints and floats (a
-    float by its bits: -0.0 and NaN payloads stay apart)."""
+    """A ``Fill`` pass's bits as the NumPy path converts the value (``numpy_kernels.fill_value``), remembered for plain
+    ints and floats (a float by its bits: -0.0 and NaN payloads stay apart)."""
     t = type(value)
     key = (out_t, value) if t is int else (out_t, struct.pack("<d", value)) if t is float else None
     bits = _FILL_BITS.get(key) if key is not None else None
@@ -167,16 +158,15 @@ class _Kernel:
 
 
 def apply_cache_limit(cfg: Config) -> None:
-    """Give the compiled kernels' output-block cache the configured limit (at
-    once: a limit of 0 frees the blocks held)."""
+    """Give the compiled kernels' output-block cache the configured limit, at once (0 frees the blocks held)."""
     mod = _load_native()
     if mod is not None:
         mod.cache_limit(cfg.output_cache_bytes if cfg.cpu_kernels == "compiled" else 0)
 
 
 class CpuBackend:
-    """Runs plans with the settings of one ``Config`` (see ``opendml.configure``):
-    the compiled kernels or NumPy, threads, and the output-block cache limit."""
+    """Runs plans with one ``Config``'s settings (``opendml.configure``): the compiled kernels or NumPy, threads, and
+    the output-block cache limit."""
 
     name = "cpu"
 
@@ -191,9 +181,8 @@ class CpuBackend:
         self.grain = cfg.thread_grain_bytes
         self.tile_stride = cfg.unfold_tile_stride
         self.tile_columns = cfg.unfold_tile_columns
-        #: What a new shape's C route (calls.move_new) needs of
-        #: this backend: (max threads, grain bytes, unfold tile stride, tile
-        #: columns, the output size from which output blocks are used).
+        #: What calls.move_new (a new shape's C route) needs of this backend: (max threads, grain bytes, unfold tile
+        #: stride, tile columns, the output size from which output blocks are used).
         self.plain_conf = (self.threads, self.grain, self.tile_stride, self.tile_columns, CACHE_MIN_BYTES)
 
     @property
@@ -231,18 +220,16 @@ class CpuBackend:
         return self._native.cache_info()
 
     def empty(self, shape, dtype, what: str = "output") -> tuple[np.ndarray, bool]:
-        """An uninitialised array for an array-API output, and whether its
-        memory is fresh (never touched). With the compiled kernels, outputs of
-        ``CACHE_MIN_BYTES`` and up come from the extension's output blocks:
-        released outputs' pages are kept (up to ``cpu_output_cache``'s limit)
-        and reused, already resident, by later outputs of a similar size.
-        Where the memory cannot be had: ``alloc.AllocationError`` naming
-        ``what`` (the operation), the shape and the bytes."""
+        """An uninitialised array for an array-API output, and whether its memory is fresh (never touched). With the
+        compiled kernels, outputs of ``CACHE_MIN_BYTES`` and up come from the extension's output blocks: released
+        outputs' pages are kept (up to ``cpu_output_cache``'s limit) and reused, resident, by later outputs of a
+        similar size. ``alloc.AllocationError`` naming ``what`` (the operation), the shape and the bytes where the
+        memory cannot be had."""
         dtype = np.dtype(dtype)
         count = math.prod(shape)
         nbytes = count * dtype.itemsize
-        # Blocks only where a released one could be kept: otherwise NumPy's
-        # allocator (which glibc lets reuse freed memory up to 32 MiB) is better.
+        # Blocks only where a released one could be kept; else NumPy's allocator (glibc reuses freed memory up to
+        # 32 MiB) is better.
         if self._native is not None and CACHE_MIN_BYTES <= nbytes <= self._native.cache_limit():
             block = alloc.output(what, shape, dtype, lambda *_: self._native.Block(nbytes))
             return np.frombuffer(block, dtype=dtype, count=count).reshape(shape), block.fresh
@@ -272,9 +259,9 @@ class CpuBackend:
         return run
 
     def _native_move_pass(self, plan: MovePlan, p, srcs, dsts):
-        """The compiled move kernel (move.c) for a ``Copy`` or ``Fill`` pass, its
-        parameters packed in C (``move_params``) or else by ``_python_move_pass``;
-        None (NumPy runs it) for another kind or more than 16 canonical dimensions."""
+        """The compiled move kernel (move.c) for a ``Copy`` or ``Fill`` pass, its parameters packed in C
+        (``move_params``), else by ``_python_move_pass``; None (NumPy runs it) for another kind or more than 16
+        canonical dimensions."""
         if type(p) is not Copy and type(p) is not Fill:
             return None
         out_t = plan.out_types[p.dst]
@@ -344,8 +331,8 @@ class CpuBackend:
         return run
 
     def runner(self, plan: MovePlan):
-        """For a plan that is one tuned pass (``MovePlan.kernel_plan``), with the
-        compiled kernels, a reusable ``run(src_addr, dst_addr)``; else None."""
+        """A reusable ``run(src_addr, dst_addr)`` for a plan of one tuned pass (``MovePlan.kernel_plan``) with the
+        compiled kernels; else None."""
         if self._native is None or plan.kernel_plan() is None:
             return None
         p = plan.passes[0]
@@ -365,9 +352,8 @@ class CpuBackend:
         return run
 
     def _copy_pass(self, plan: MovePlan, p, srcs, dsts):
-        """A plan that is one plain ``Copy`` (SLICE's and SLICE1's) of at most
-        ``MAX_RANK`` dimensions once canonical runs the strided-copy kernel
-        (copy.c); any other copy the move kernel (none for ``runner``)."""
+        """A plan of one plain ``Copy`` (SLICE's, SLICE1's) of at most ``MAX_RANK`` canonical dimensions runs the
+        strided-copy kernel (copy.c); any other copy the move kernel (none for ``runner``)."""
         k = plan.kernel_plan()
         if k is not None and (len(k.sizes) <= MAX_RANK or len(k.canonical().sizes) <= MAX_RANK):
             return self._native_copy(k, None, None) if srcs is None else self._native_copy(k, srcs[p.src], dsts[p.dst])
@@ -403,8 +389,7 @@ _COUNT = struct.Struct("<q")            # odml_copy_params' count, its third fie
 
 
 def _tuned(kernel):
-    """A tuned pass's preparer: ``kernel(backend, parameter block, source
-    range, destination range)`` on the pass's ``plan``."""
+    """A tuned pass's preparer: ``kernel(backend, plan, source range, destination range)`` on the pass's ``plan``."""
     def prepare(backend, plan, p, srcs, dsts):       # (no srcs/dsts: runner's address-free kernel)
         return kernel(backend, p.plan, None, None) if srcs is None else \
             kernel(backend, p.plan, srcs[p.src], dsts[p.dst])

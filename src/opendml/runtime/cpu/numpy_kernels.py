@@ -1,12 +1,9 @@
-"""The CPU backend's NumPy path: every pass kind of the move program through
-strided views of the bound word arrays, giving the same bytes as the
-compiled kernels (used where they were not built, or when
-``configure(cpu_kernels="numpy")`` asks). Each ``prepare_*`` builds its views
-once and returns a callable that replays them. Views never carry a stride for
-a dimension of size 1, and positions are Python integers, so any valid plan
-is representable. UNFOLD and FOLD take one view per combination of "looped"
-indices, looping over whichever of window and blocks is smaller per axis (at
-most prod(min(window, blocks)) views).
+"""The CPU backend's NumPy path: every pass kind of the move program through strided views of the bound word arrays,
+the same bytes as the compiled kernels (used where they were not built, or with ``configure(cpu_kernels="numpy")``).
+Each ``prepare_*`` builds its views once and returns a callable replaying them. Views never carry a stride for a
+dimension of size 1 and positions are Python integers, so any valid plan is representable. UNFOLD and FOLD take one
+view per combination of "looped" indices, looping over the smaller of window and blocks per axis (at most
+prod(min(window, blocks)) views).
 """
 from __future__ import annotations
 
@@ -24,14 +21,14 @@ from ..params import SUM_FLOAT, SUM_INTEGER
 
 #: The float type of each element size, for FOLD's SUM_FLOAT.
 FLOATS = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
-#: FOLD's one NaN per accumulator size (quiet, sign +, payload 0): float32
-#: 0x7FC00000 (stored as float16 0x7E00), float64 0x7FF8000000000000.
+#: FOLD's one NaN per accumulator size (quiet, sign +, payload 0; kernels.cu's SumOf says why): float32 0x7FC00000
+#: (stored as float16 0x7E00), float64 0x7FF8000000000000.
 CANONICAL_NAN = {4: np.uint32(0x7FC00000).view(np.float32), 8: np.uint64(0x7FF8000000000000).view(np.float64)}
 
 
 def view(flat: np.ndarray, offset: int, sizes, strides) -> np.ndarray:
-    """Element view of ``flat`` (1-D) at element ``offset``; sizes and
-    strides in elements (a size-1 or empty dimension gets stride 0)."""
+    """Element view of 1-D ``flat`` at element ``offset``, sizes and strides in elements (a size-1 or empty dimension
+    gets stride 0)."""
     item = flat.itemsize
     sizes = tuple(sizes)
     if 0 in sizes:
@@ -49,14 +46,11 @@ def _ceil_div(a: int, b: int) -> int:
 def _axis_pieces(size, window, stride, dilation, pad, blocks, blocks_first: bool):
     """The views' pieces along one spatial dimension (image size ``size``).
 
-    Yields ``(k, b, free, lo, hi, count)``: either k is fixed (an int) and b
-    is None, the free axis being blocks ``[lo, hi)`` of ``count`` (image
-    position ``b*stride + k*dilation - pad``), or b is fixed and k None, the
-    free axis being window indices ``[lo, hi)`` of ``count``; ``free`` is
-    "b" or "k". Pieces whose valid range is empty are yielded too (lo ==
-    hi), for UNFOLD's zero fill. Fixed k come in increasing order; fixed b
-    in decreasing order when ``blocks_first`` (then the window index of each
-    image position increases from piece to piece, as FOLD's sum needs)."""
+    Yields ``(k, b, free, lo, hi, count)``: k fixed (an int), b None and ``free`` "b": the blocks ``[lo, hi)`` of
+    ``count`` (image position ``b*stride + k*dilation - pad``); or b fixed, k None and ``free`` "k": the window
+    indices ``[lo, hi)`` of ``count``. Empty pieces (lo == hi) are yielded too, for UNFOLD's zero fill. Fixed k come in
+    increasing order; fixed b in decreasing order where ``blocks_first`` (each image position's window index then
+    increases from piece to piece, as FOLD's sum needs)."""
     if window <= blocks:
         for k in range(window):
             shift = k * dilation - pad          # position of block 0
@@ -73,18 +67,15 @@ def _axis_pieces(size, window, stride, dilation, pad, blocks, blocks_first: bool
 
 
 def _window_views(plan, blocks_first=False):
-    """For every combination of pieces (``_axis_pieces`` per dimension of an
-    UnfoldPlan or FoldPlan, in lexicographic order): per dimension (fixed k,
-    fixed b, free axis, lo, hi, count)."""
+    """Every combination of an UnfoldPlan's or FoldPlan's pieces (``_axis_pieces`` per dimension, lexicographic)."""
     per_dim = [list(_axis_pieces(*args, blocks_first)) for args in
                zip(plan.spatial, plan.window, plan.strides, plan.dilations, plan.start_padding, plan.blocks)]
     return itertools.product(*per_dim)
 
 
 def _image_walk(plan, pieces, strides) -> tuple[int, list]:
-    """The image offset (``strides``: the image's, per spatial dimension) of
-    the pieces' first valid elements, and the offset step along each free
-    axis."""
+    """The image offset (``strides``: the image's, per spatial dimension) of the pieces' first valid elements, and the
+    step along each free axis."""
     base, steps = 0, []
     for d, (k, b, free, lo, _, _) in enumerate(pieces):
         stride, dilation = plan.strides[d], plan.dilations[d]
@@ -110,10 +101,8 @@ def _column_walk(pieces, row_strides, col_strides) -> tuple[int, list]:
 
 
 def prepare_unfold(plan: UnfoldPlan, src, dst):
-    """Zero the padding strips, then copy the valid boxes: per combination of
-    pieces, the output slab is (N, C, one free axis per dimension); the
-    box of valid positions is copied from the input, the rest zeroed. No
-    padded copy of the input is made."""
+    """Per combination of pieces, an output slab (N, C, one free axis per dimension): its padding strips zeroed, then
+    its box of valid positions copied from the input (no padded copy of the input)."""
     D = len(plan.window)
     K = math.prod(plan.window)
     on, orow, ocol = plan.out_strides
@@ -157,11 +146,9 @@ def fold_types(plan: FoldPlan) -> tuple[np.dtype, np.dtype]:
 
 
 def prepare_fold(plan: FoldPlan, src, dst):
-    """The best NumPy route, as a gather: an accumulator image of zeros
-    (float32 for float16, unsigned words for integers), then, window index by
-    window index in increasing order, the strided view of the blocks that
-    land inside the image added into the matching image positions; then one
-    cast (float16: rounded once) into the output."""
+    """FOLD as a gather: an accumulator image of zeros (float32 for float16, unsigned words for integers), then, window
+    index by window index in increasing order, the strided view of the blocks landing inside the image added into the
+    matching image positions; then one cast (float16: rounded once) into the output."""
     elem, acc_type = fold_types(plan)
     D = len(plan.window)
     N, C = plan.batch, plan.channels
@@ -195,9 +182,7 @@ def prepare_fold(plan: FoldPlan, src, dst):
                 a = view(flat, base, sizes, (acc_n, acc_c, *strides))
                 np.add(a, s, out=a)
             if floats:
-                # Every NaN sum becomes the canonical NaN (as the C and CUDA
-                # kernels store it): which payload an addition of NaNs keeps
-                # is the processor's choice.
+                # Every NaN sum becomes CANONICAL_NAN, as the C and CUDA kernels store it.
                 nan = np.isnan(acc)
                 if nan.any():
                     acc[nan] = CANONICAL_NAN[acc_type.itemsize]
@@ -223,8 +208,7 @@ def prepare_scatter(plan: ScatterPlan, src, dst):
 
 
 def _zero_then_copy(zeros, copies):
-    """The callable that zero-fills ``zeros`` (views) and then copies each
-    (destination, source) pair of ``copies``."""
+    """A callable zero-filling the views ``zeros``, then copying each (destination, source) pair of ``copies``."""
     def run():
         for z in zeros:
             z.fill(0)
@@ -240,9 +224,8 @@ def _dtype(type_value: int) -> np.dtype:
 
 
 def convert_array(x: np.ndarray, dst: np.dtype) -> np.ndarray:
-    """``x`` converted to ``dst`` by CAST's rules (``ops/cast.py``): floats to
-    integers truncate toward zero and saturate, NaN -> 0; integers to
-    integers wrap; everything else rounds to nearest (NumPy's casts)."""
+    """``x`` converted to ``dst`` by CAST's rules (``ops/cast.py``): float to integer truncates toward zero and
+    saturates, NaN -> 0; integer to integer wraps; the rest rounds to nearest (NumPy's casts)."""
     dst = np.dtype(dst)
     if x.dtype == dst:
         return x
@@ -265,8 +248,7 @@ def _typed(flat: np.ndarray, type_value: int) -> np.ndarray:
 
 
 def fill_value(value, type_value: int):
-    """A ``Fill`` pass's value as a NumPy scalar of the destination's type
-    (both CPU paths write these bits)."""
+    """A ``Fill`` pass's value as a NumPy scalar of the destination's type (the bits both CPU paths write)."""
     return convert_array(np.array([value]), _dtype(type_value))[0]
 
 
@@ -277,8 +259,8 @@ def fill_bits(value, type_value: int) -> int:
 
 
 def _grid(offset: int, sizes, strides) -> np.ndarray:
-    """The element offsets ``offset + sum(d*strides)`` over ``sizes``, as an
-    int64 array of shape ``sizes`` (Python integers first: no wrap)."""
+    """The element offsets ``offset + sum(d*strides)`` over ``sizes``: an int64 array of that shape (Python integers
+    first: no wrap)."""
     out = np.full(tuple(sizes), offset, dtype=np.int64)
     r = len(sizes)
     for k, (n, t) in enumerate(zip(sizes, strides)):
@@ -290,10 +272,9 @@ def _grid(offset: int, sizes, strides) -> np.ndarray:
 
 
 def index_coordinates(ix, index_words: np.ndarray, index_type: int, sizes):
-    """The coordinates an ``IndexAxis`` gives over ``sizes``: ``(c, valid)``,
-    c an int64 array in ``[0, bound)`` and valid the mask of positions whose
-    value was in range (None: every one, or the axis clamps). Every value is
-    compared exactly: unsigned ones as uint64, signed ones as int64."""
+    """The coordinates an ``IndexAxis`` gives over ``sizes``: ``(c, valid)``, c an int64 array in ``[0, bound)``,
+    valid the mask of positions whose value was in range (None: all, or the axis clamps). Values compare exactly:
+    unsigned as uint64, signed as int64."""
     v = view(_typed(index_words, index_type), ix.index_offset, sizes, ix.index_strides)
     bound = ix.bound
     signed = v.dtype.kind == "i"
@@ -336,9 +317,8 @@ def outer_count(p) -> int:
 
 
 def _distinct(sizes, strides) -> bool:
-    """Whether the positions of ``sizes`` reach distinct elements through
-    ``strides``: with the dimensions of more than one position ordered by
-    stride magnitude, each stride passes the span of the ones before it."""
+    """Whether the positions of ``sizes`` reach distinct elements through ``strides``: ordered by stride magnitude,
+    each dimension of more than one position strides past the span of the ones before it."""
     span = 0
     for n, t in sorted(((n, abs(t)) for n, t in zip(sizes, strides) if n > 1), key=lambda d: d[1]):
         if t <= span:
@@ -348,9 +328,8 @@ def _distinct(sizes, strides) -> bool:
 
 
 def _indexed_offsets(plan, p, srcs, offset, strides, k):
-    """The data offsets of an indexed pass over its first ``k`` dimensions
-    (int64, of those sizes), and the mask of the positions written (None:
-    all)."""
+    """The data offsets (int64) of an indexed pass over its first ``k`` dimensions, and the mask of the positions
+    written (None: all)."""
     outer = p.sizes[:k]
     off = _grid(offset, outer, strides[:k])
     keep = None
@@ -364,10 +343,9 @@ def _indexed_offsets(plan, p, srcs, offset, strides, k):
 
 
 def _blocks(flat: np.ndarray, sizes, strides):
-    """``(V, lo)``: a view of 1-D ``flat`` whose row r is the block of
-    ``sizes``/``strides`` (the pass's inner dimensions) with its origin at
-    element ``r - lo``; its rows are exactly the blocks that lie inside
-    ``flat``, so indexing it with a row outside raises (NumPy checks)."""
+    """``(V, lo)``: a view of 1-D ``flat`` whose row r is the block of ``sizes``/``strides`` (the pass's inner
+    dimensions) with its origin at element ``r - lo``; its rows are exactly the blocks inside ``flat``, so NumPy
+    raises for a row outside."""
     lo, hi = _span(0, sizes, strides)
     rows = flat.shape[0] - (hi - lo)
     item = flat.itemsize
@@ -378,9 +356,8 @@ def _blocks(flat: np.ndarray, sizes, strides):
 
 
 def prepare_gather_pass(plan, p, srcs, dsts):
-    """A ``Gather`` pass: the source offsets of the outer positions computed
-    from the index tensors, then one bounds-checked fancy index of a view of
-    the source's blocks (the inner dimensions)."""
+    """A ``Gather`` pass: the outer positions' source offsets from the index tensors, then one bounds-checked fancy
+    index of a view of the source's blocks (the inner dimensions)."""
     k = outer_count(p)
 
     def run():
@@ -402,13 +379,10 @@ def prepare_gather_pass(plan, p, srcs, dsts):
 
 
 def prepare_scatter_pass(plan, p, srcs, dsts):
-    """A ``Scatter`` pass: the destination offsets of the outer positions
-    computed from the index tensors, then bounds-checked writes of whole
-    blocks (the inner dimensions) through a view of the destination's
-    blocks; overwriting keeps the last write in row-major order of the pass
-    (each destination block written once, from the last source position
-    reaching it); accumulating adds in that order (``np.add.at``,
-    unbuffered and sequential)."""
+    """A ``Scatter`` pass: the outer positions' destination offsets from the index tensors, then bounds-checked writes
+    of whole blocks (the inner dimensions) through a view of the destination's blocks. Overwriting keeps the last
+    write in the pass's row-major order (each destination block written once, from the last source position reaching
+    it); accumulating adds in that order (``np.add.at``, unbuffered and sequential)."""
     out_t = plan.out_types[p.dst]
     k = outer_count(p)
     inner = p.sizes[k:]
@@ -441,8 +415,7 @@ def prepare_scatter_pass(plan, p, srcs, dsts):
 
 
 def tuned(prepare):
-    """A tuned pass's NumPy preparer: ``prepare(parameter block, source
-    words, destination words)`` on the pass's ``plan``."""
+    """A tuned pass's NumPy preparer: ``prepare(plan, source words, destination words)`` on the pass's ``plan``."""
     def prepare_pass(plan, p, srcs, dsts):
         return prepare(p.plan, srcs[p.src], dsts[p.dst])
     return prepare_pass
@@ -460,9 +433,8 @@ def prepare_fill_pass(plan, p, srcs, dsts):
 
 
 def prepare_copy_pass(plan, p, srcs, dsts):
-    """A ``Copy`` pass: a plan that is one plain copy (``kernel_plan``) as
-    words, in its canonical form; any other through typed views, index maps
-    (``np.take``), scale/bias and conversion."""
+    """A ``Copy`` pass: one plain copy (``kernel_plan``) as words, canonical; any other through typed views, index
+    maps (``np.take``), scale/bias and conversion."""
     k = plan.kernel_plan()
     if k is not None:
         k = k.canonical()

@@ -1,33 +1,25 @@
-"""CUDA backend: CuPy memory and the move program (``opendml.plan.MovePlan``)
-run by opendml's own kernels (``steps.py`` plans the launches, ``tuned.py``
-the tuned passes', ``index.py`` the index-driven passes'; ``launch.py``
-compiles the kernels and queues them).
+"""CUDA backend: CuPy memory and the move program (``opendml.plan.MovePlan``) run by opendml's own kernels
+(``steps.py`` plans the launches, ``tuned.py`` the tuned passes', ``index.py`` the index-driven passes';
+``launch.py`` compiles and queues the kernels).
 
 Launch path
-    ``record_move(plan, src_ptrs, src_elements, dst_ptrs, dst_elements)``
-    returns a ``MoveLaunch``; ``rec(src_ptrs, dst_ptrs, stream_ptr)`` queues
-    its kernels on the raw CUDA stream ``stream_ptr`` (e.g.
-    ``torch.cuda.current_stream().cuda_stream`` or
-    ``cupy.cuda.get_current_stream().ptr``; 0 is the legacy default stream).
+    ``record_move(plan, src_ptrs, src_elements, dst_ptrs, dst_elements)`` returns a ``MoveLaunch``;
+    ``rec(src_ptrs, dst_ptrs, stream_ptr)`` queues its kernels on the raw CUDA stream ``stream_ptr`` (e.g.
+    ``torch.cuda.current_stream().cuda_stream`` or ``cupy.cuda.get_current_stream().ptr``; 0 is the legacy default
+    stream).
 
-    * Each pointer addresses element 0 of its slot's bound range (the plan's
-      offsets count from there) and each element count says how many
-      elements of that range may be touched (the stride-2 copy reads a
-      16-byte word's unused tail only inside it).
-    * Everything derived from the plan (kernel choice, word widening,
-      compiled function, parameter blocks, grids) is cached per (plan
-      object, addresses mod 16, element counts); a repeated call costs one
-      dictionary lookup and one ``cuLaunchKernel`` per kernel
-      (``launch.LAUNCH_VIA``). Keep plan objects (the planner's cache does):
-      an equal but new plan object builds a new cache entry (sharing the
-      compiled kernels).
-    * The launch is asynchronous and stream-ordered: the caller keeps the
-      buffers alive until the stream has run it. The backend's device must be
-      the current CUDA device of the calling thread; otherwise the launch is
-      retried once with the backend's device made current.
+    * Each pointer addresses element 0 of its slot's bound range (the plan's offsets count from there) and each
+      element count says how many elements of that range may be touched (the stride-2 copy reads a 16-byte word's
+      unused tail only inside it).
+    * Everything derived from the plan (kernel choice, word widening, compiled function, parameter blocks, grids) is
+      cached per (plan object, addresses mod 16, element counts): a repeated call costs one dictionary lookup and one
+      ``cuLaunchKernel`` per kernel (``launch.LAUNCH_VIA``). Keep plan objects (the planner's cache does): an equal
+      new one builds a new entry (sharing the compiled kernels).
+    * The launch is asynchronous and stream-ordered: the caller keeps the buffers alive until the stream has run it.
+      The backend's device must be the calling thread's current CUDA device; else the launch is retried once with it
+      made current.
 
-    ``record``/``launch``/``launcher`` (a plan of one tuned pass) and
-    ``prepare`` (CuPy word arrays) are forms of it: see each.
+    ``record``/``launch``/``launcher`` (a plan of one tuned pass) and ``prepare`` (CuPy word arrays) are forms of it.
 """
 from __future__ import annotations
 
@@ -58,8 +50,7 @@ class CudaBackend:
     name = "cuda"
 
     def __init__(self, index: int = 0):
-        # Relaxed: a first call may come inside a CUDA graph capture, and
-        # importing CuPy or querying devices must not invalidate it.
+        # Relaxed: importing CuPy or querying devices must not invalidate a CUDA graph capture under way.
         with capture_relaxed():
             cupy = _cupy()
             try:
@@ -74,16 +65,14 @@ class CudaBackend:
         self._lock = threading.Lock()
 
     def cache_info(self) -> dict:
-        """{'launches', 'launch_via'}: cached launches of this device, and how
-        launches are made."""
+        """{'launches', 'launch_via'}: this device's cached launches, and how launches are made."""
         return {"launches": len(self._launches), "launch_via": _launch.launch_route(_launch.LAUNCH_VIA)}
 
     # -- memory ----------------------------------------------------------------
 
     def allocate(self, nbytes: int):
-        """Zeroed device bytes for a ``Buffer``, 16-byte aligned whatever CuPy
-        allocator the user installed (one that returns 2-byte-aligned memory
-        is legal for float16 data): a view into ``nbytes + 16`` bytes."""
+        """Zeroed device bytes for a ``Buffer``, 16-byte aligned whatever CuPy allocator is installed (one returning
+        2-byte-aligned memory is legal for float16): a view into ``nbytes + 16`` bytes."""
         with self.device:
             try:
                 raw = self.cupy.zeros(nbytes + ALIGNMENT, dtype=np.uint8)
@@ -109,10 +98,9 @@ class CudaBackend:
 
     def record(self, plan: MovePlan, src_ptr: int, src_elements: int, dst_ptr: int,
                what: str | None = None) -> Launch:
-        """The cached single ``Launch`` of a one-input, one-output ``plan``
-        of one tuned pass (the first five's: ``plan.kernel_plan()`` is not
-        None) for these addresses' alignment classes:
-        ``record(...)(src_ptr, dst_ptr, stream_ptr)`` queues it."""
+        """The cached ``Launch`` of a one-input, one-output ``plan`` of one tuned pass (the first five's:
+        ``plan.kernel_plan()`` not None) for these addresses' alignment classes; ``record(...)(src_ptr, dst_ptr,
+        stream_ptr)`` queues it."""
         key = (id(plan), src_ptr & 15, dst_ptr & 15, src_elements)
         rec = self._launches.get(key)
         if rec is None:
@@ -138,15 +126,12 @@ class CudaBackend:
 
     def record_move(self, plan: MovePlan, src_ptrs, src_elements, dst_ptrs, dst_elements,
                     what: str | None = None) -> "MoveLaunch":
-        """The cached ``MoveLaunch`` of ``plan`` (validated; offsets count
-        from element 0 of each bound range) for these addresses' alignment
-        classes: ``rec(src_ptrs, dst_ptrs, stream_ptr)`` queues its kernels in
-        order (see the module docstring). One address and one bound element
-        count per input and output slot (JOIN's inputs, SPLIT's outputs each
-        counting), each address a multiple of its slot's element size
-        (``UnsupportedError`` naming ``what``, the operator, else);
-        ``ValueError`` where the program reaches outside a bound range or the
-        counts do not match its slots."""
+        """The cached ``MoveLaunch`` of ``plan`` (validated; offsets count from element 0 of each bound range) for
+        these addresses' alignment classes: ``rec(src_ptrs, dst_ptrs, stream_ptr)`` queues its kernels in order (module
+        docstring). One address and one bound element count per input and output slot (JOIN's inputs, SPLIT's outputs
+        each counting), each address a multiple of its slot's element size (else ``UnsupportedError`` naming
+        ``what``, the operator); ``ValueError`` where the program reaches outside a bound range or the counts do not
+        match its slots."""
         src_ptrs, dst_ptrs = tuple(src_ptrs), tuple(dst_ptrs)
         key = ("move", id(plan), tuple(a & 15 for a in src_ptrs), tuple(a & 15 for a in dst_ptrs),
                tuple(src_elements), tuple(dst_elements))
@@ -168,8 +153,7 @@ class CudaBackend:
                                      f"{role} {i}, outside its {n} bound elements")
         steps = []
         if any(type(p) is Gather or type(p) is Scatter for p in plan.passes):
-            # index-driven passes: index.cu's kernels (index.py), the runs of
-            # other passes between them through this method
+            # index-driven passes: index.py's kernels, the runs of other passes between them through this method
             from .index import index_move_steps
             return self._store(key, MoveLaunch(plan, index_move_steps(
                 self, plan, src_ptrs, dst_ptrs,
@@ -198,9 +182,8 @@ class CudaBackend:
             return int(self.cupy.cuda.runtime.getDeviceProperties(self.index)["multiProcessorCount"])
 
     def prepare(self, plan: MovePlan, src, dst):
-        """A callable running ``plan`` from the CuPy word arrays ``src`` into
-        ``dst`` (one per input and output, each of its slot's element size)
-        on CuPy's current stream (read at each call)."""
+        """A callable running ``plan`` from the CuPy word arrays ``src`` into ``dst`` (one per input and output, of
+        its slot's element size) on CuPy's current stream (read at each call)."""
         sps, dps = [a.data.ptr for a in src], [a.data.ptr for a in dst]
         rec = self.record_move(plan, sps, [a.size for a in src], dps, [a.size for a in dst])
         device, current = self.device, self.cupy.cuda.get_current_stream
@@ -218,10 +201,9 @@ INDEX_STEP = -2
 
 
 class MoveLaunch:
-    """The launches of one ``MovePlan``: ``(Launch, source slot, destination
-    slot)`` per kernel, run in order by ``launch(src_ptrs, dst_ptrs,
-    stream_ptr=0)`` (a source slot of -1: a fill, given the destination's
-    address as its unused source; ``INDEX_STEP``: an ``IndexPass``)."""
+    """The launches of one ``MovePlan``: ``(Launch, source slot, destination slot)`` per kernel, run in order by
+    ``launch(src_ptrs, dst_ptrs, stream_ptr=0)`` (source slot -1: a fill, given the destination's address as its
+    unused source; ``INDEX_STEP``: an ``IndexPass``)."""
 
     __slots__ = ("plan", "steps")
 

@@ -1,59 +1,38 @@
-// opendml CUDA kernels of the index-driven passes of the move program
-// (plan.Gather, plan.Scatter), launched by index.py. Compiled at run time by
-// NVRTC through CuPy (one specialisation per template arguments, the same
-// options as kernels.cu and move.cu).
+// opendml CUDA kernels of the move program's index-driven passes (plan.Gather,
+// plan.Scatter), launched by index.py, compiled as kernels.cu and move.cu are.
 //
-// Every kernel takes one ix_params block BY VALUE (its mirror is index.py's
-// IndexParams, same field order, every field 8 bytes), the device addresses
-// included. A pass walks its "outer" positions (the dimensions that read an
-// index, row-major, decomposed from a flat number) and, at each, a block of
-// "inner" words (the dimensions that read none, the embedding's row); data
-// offsets and strides count words of W (the element, or a 2-16 byte run of
-// elements where the host widened the block). Each IndexAxis value becomes a
-// coordinate inside [0, bound) exactly as runtime/cpu/indexed/index.c does
-// (ix_coordinate_of), so no index value can move an access outside what the
-// host checked against the bound ranges. A checked axis (the array API's
-// index check: ix_axis.flag) sets its flag for each value outside its
-// dimension (the reversal lengths are never checked): native/cuda_launch.c
-// describes the flags, ix_finish the end of a checked call.
+// Every kernel takes one ix_params block BY VALUE (mirror: index.py's IndexParams, same field order, every field 8
+// bytes), device addresses included. A pass walks its "outer" positions (the dimensions that read an index,
+// row-major, decomposed from a flat number) and, at each, a block of "inner" words (the dimensions that read none,
+// the embedding's row); data offsets and strides count words of W (the element, or a 2-16 byte run of elements where
+// the host widened the block). Each IndexAxis value becomes a coordinate inside [0, bound) exactly as
+// runtime/cpu/indexed/index.c does (ix_coordinate_of), so no index value can move an access outside what the host
+// checked against the bound ranges. A checked axis (the array API's index check: ix_axis.flag) sets its flag for each
+// value outside its dimension (reversal lengths are never checked): native/cuda_launch.c describes the flags,
+// ix_finish the end of a checked call.
 //
-//   ix_gather<W, I, ...>   dst block = src block at the indexed offset (or 0
-//                          where last_only and a later position reads it)
-//   ix_gather_positions<W, I, NO, NA, ITEMS> an element-wise gather, ITEMS
-//                          positions a thread
-//   ix_gather_row<W, I, NO, STAGE> an element-wise gather a block a row
-//                          (gather_elements along rows), the source row
-//                          staged in shared memory (STAGE) or read in place
-//   ix_reverse_tile<W, I, NO> a reversal of subsequences by columns (whole
-//                          lines) staged in shared memory
-//   ix_reverse_pieces<W, I, NO> a reversal along short rows (a length a
-//                          row) of whole 16-byte pieces, read and written in place
-//   ix_reverse_rows<W, I, NO> a reversal along other rows, a block several
-//                          rows staged in shared memory
-//   ix_scatter<W, I, OWN, ...> src block written at the indexed offset; OWN:
-//                          only by the position that owns its destination block
-//   ix_scatter_group<W, I, NO> a block a group of positions sharing one
-//                          destination segment: owners in shared memory, then writes
-//   ix_owner<I, ...>       owner of each destination block: the last position
-//                          reaching it (atomicMax: the same result in any order)
-//   ix_keys<I, K, ...>     each position's keyed block (destination, or the
-//                          source for last_only) as a slot number, K max where
-//                          skipped; the host sorts them stably (CuPy's argsort)
-//   ix_apply<W, I, K, ACC, ...> one thread per run of equal sorted keys and
-//                          inner words: the last position of the run is
-//                          written, or (ACC) every one is added in row-major
-//                          order of the positions, as the CPU kernel adds them
-//                          (a word of several elements: each on its own)
-// The trailing template arguments are exact counts, so every loop over them
-// unrolls: NO outer dimensions, NA index axes, NI inner dimensions, and ITEMS
-// inner words a thread (words g, g + groups, ...: neighbouring threads take
-// neighbouring words), all loaded before the first store.
-// No kernel's result depends on the order threads run in: the same bytes on
-// every run. Additions follow the CPU backend on x86 bit for bit: float16
-// adds in float32 and rounds each sum (NumPy's rounding), float32 and
-// float64 round to nearest with subnormals kept (PTX add.rn without .ftz:
-// CuPy appends -ftz=true to NVRTC compiles), a NaN sum is the first NaN
-// operand quieted (x86's rule), integers wrap.
+//   ix_gather<W, I, ...>: dst block = src block at the indexed offset (or 0 where last_only and a later position
+//     reads it); ix_gather_positions<W, I, NO, NA, ITEMS>: an element-wise gather, ITEMS positions a thread;
+//   ix_gather_row<W, I, NO, STAGE>: an element-wise gather a block a row (gather_elements along rows), the source
+//     row staged in shared memory (STAGE) or read in place;
+//   ix_reverse_tile<W, I, NO>: a reversal of subsequences by columns (whole lines) staged in shared memory;
+//   ix_reverse_pieces<W, I, NO>: along short rows (a length a row) of whole 16-byte pieces, in place;
+//   ix_reverse_rows<W, I, NO>: along other rows, a block several rows staged in shared memory;
+//   ix_scatter<W, I, OWN, ...>: src block written at the indexed offset (OWN: only by the position owning its
+//     destination block); ix_scatter_group<W, I, NO>: a block a group of positions sharing one destination
+//     segment, owners in shared memory, then writes;
+//   ix_owner<I, ...>: each destination block's owner, the last position reaching it (atomicMax: any order);
+//   ix_keys<I, K, ...>: each position's keyed block (destination, or the source for last_only) as a slot number,
+//     K max where skipped, which the host sorts stably (CuPy's argsort);
+//   ix_apply<W, I, K, ACC, ...>: a thread a run of equal sorted keys and inner words: the run's last position
+//     written, or (ACC) every one added in the positions' row-major order, as the CPU kernel adds them (a word
+//     of several elements: each on its own).
+// The trailing template arguments are exact counts, so every loop over them unrolls: NO outer dimensions, NA index
+// axes, NI inner dimensions, ITEMS inner words a thread (words g, g + groups, ...: neighbouring threads take
+// neighbouring words), all loaded before the first store. No kernel's result depends on the order threads run in.
+// Additions follow the CPU backend on x86 bit for bit: float16 adds in float32 and rounds each sum (NumPy's
+// rounding), float32 and float64 round to nearest with subnormals kept (PTX add.rn without .ftz: CuPy appends
+// -ftz=true to NVRTC compiles), a NaN sum is the first NaN operand quieted (x86's rule), integers wrap.
 
 typedef long long i64;
 typedef unsigned long long u64;
@@ -112,11 +91,10 @@ __device__ __forceinline__ u64 ix_load(const ix_axis& ax, u64 base, i64 at) {
     }
 }
 
-// The coordinate c of index value v (ix_load's) at element e of its axis:
-// false where an INDEX_SKIP position is dropped. (Loading every value of an
-// element-wise gather's ITEMS positions before their checks made its kernel
-// slower on an H200: 5.6 us a call against 4.8 on never-seen (1, C, H, W)
-// shapes, 0.150 ms against 0.136 on (64, 512, 512), 54 registers against 32.)
+// The coordinate c of index value v (ix_load's) at element e of its axis: false where an INDEX_SKIP position is
+// dropped. (Loading all ITEMS positions' values of an element-wise gather before their checks was slower on an H200:
+// 5.6 us a call against 4.8 on never-seen (1, C, H, W) shapes, 0.150 ms against 0.136 on (64, 512, 512), 54
+// registers against 32.)
 __device__ __forceinline__ bool ix_coordinate_of(const ix_axis& ax, u64 v, i64 e, i64& c) {
     const i64 bound = ax.bound;
     const bool sgn = ax.type == T_I32 || ax.type == T_I64;
@@ -148,10 +126,8 @@ __device__ __forceinline__ bool ix_coordinate_of(const ix_axis& ax, u64 v, i64 e
     return true;
 }
 
-// An INDEX_REVERSE_LENGTH value as ix_coordinate_of clamps it: in [0, bound].
-// The load and the clamp are apart (ix_load, the load alone in each branch;
-// ix_clamp_length), so that a caller issues a length's load, then other
-// loads, and waits at the clamp once for all.
+// An INDEX_REVERSE_LENGTH value as ix_coordinate_of clamps it: in [0, bound]. Apart from ix_load so that a caller
+// issues a length's load, then other loads, and waits at the clamp once for all.
 __device__ __forceinline__ int ix_clamp_length(const ix_axis& ax, u64 v) {
     if ((ax.type == T_I32 || ax.type == T_I64) && (i64)v < 0) return 0;
     return v > (u64)ax.bound ? (int)ax.bound : (int)v;
@@ -174,12 +150,11 @@ __device__ __forceinline__ int ix_length(const ix_axis& ax, u64 base, i64 at) {
         r = q_;                       \
     }
 
-// The end of a checked call's last checked launch (p.done the address of a 4-byte word in host-mapped
-// memory the host zeroed, p.count a 32-bit counter in device memory at 0): every block counts itself once
-// all its threads are done (their flag stores fenced first, ix_coordinate_of), and the last one puts the
-// counter back to 0 and sets the word, which the host waits for instead of the stream (the kernel's
-// completion reaches the host later). Every thread of the grid reaches it (the kernels' bodies return to
-// it). A no-op where p.done is 0: unchecked calls, the Python route's launches.
+// The end of a checked call's last checked launch (p.done: a zeroed 4-byte word in host-mapped memory;
+// p.count: a 32-bit device counter at 0): each block counts itself once its threads are done (flag stores
+// fenced first, ix_coordinate_of); the last resets the counter and sets the word, which the host waits for
+// instead of the stream (the kernel's completion reaches the host later). Every thread of the grid reaches
+// it. A no-op where p.done is 0 (unchecked calls, the Python route's launches).
 __device__ __forceinline__ void ix_finish(const ix_params& p) {
     if (!p.done) return;
     __syncthreads();
@@ -193,9 +168,8 @@ __device__ __forceinline__ void ix_finish(const ix_params& p) {
     }
 }
 
-// Outer position o's source and destination word offsets before its index
-// coordinates, and (INDEXED) each index axis's value offset at[a] and
-// coordinate e[a] along its own axis (NO outer dimensions, NA axes, exactly).
+// Outer position o's source and destination word offsets before its index coordinates, and (INDEXED) each index
+// axis's value offset at[a] and coordinate e[a] along its own axis (NO outer dimensions, NA axes).
 template <typename I, bool INDEXED, int NO, int NA>
 __device__ __forceinline__ void ix_offsets(const ix_params& p, I o, i64& so, i64& dd, i64* at, i64* e) {
     so = p.src_offset;
@@ -239,10 +213,8 @@ __device__ __forceinline__ bool ix_indexed(const ix_params& p, const u64* v, con
     return true;
 }
 
-// Source and destination word offsets of outer position o (INDEXED: with the
-// index axes' coordinates added, to the source where GATHER, else to the
-// destination); false where an INDEX_SKIP coordinate drops the position (a
-// gather never skips: it clamps). NO outer dimensions, NA index axes, exactly.
+// Source and destination word offsets of outer position o (INDEXED: index coordinates added to the source where
+// GATHER, else the destination); false where an INDEX_SKIP coordinate drops the position (a gather clamps instead).
 template <typename I, bool INDEXED, bool GATHER, int NO, int NA>
 __device__ __forceinline__ bool ix_outer(const ix_params& p, I o, i64& so, i64& dd) {
     i64 at[NA > 0 ? NA : 1], e[NA > 0 ? NA : 1];
@@ -373,13 +345,11 @@ __device__ __forceinline__ void ix_lead(const ix_params& p, I r, i64& sb, i64& d
     }
 }
 
-// An element-wise gather along a row (index.py's _row: one index axis that
-// clamps, the last outer dimension of source stride 0, e.g. gather_elements
-// along the last axis): one block a row (the leading dimensions decoded once
-// from blockIdx.x); STAGE: the source row's `bound` words first copied to
-// shared memory by coalesced loads, so each position's read is a shared one
-// instead of a scattered global sector. IX_TILE_BATCH positions a thread in
-// flight (their index loads first, then the reads, then the stores).
+// An element-wise gather along a row (index.py's _row: one clamping index axis, the last outer dimension of source
+// stride 0, e.g. gather_elements along the last axis): one block a row (the leading dimensions decoded once from
+// blockIdx.x); STAGE: the source row's `bound` words first copied to shared memory by coalesced loads, so each
+// position reads shared memory, not a scattered global sector. IX_TILE_BATCH positions a thread in flight (index
+// loads, then reads, then stores).
 #define IX_TILE_BATCH 8
 template <typename W, typename I, int NO, int STAGE>
 __device__ __forceinline__ void ix_gather_row_body(const ix_params& p) {
@@ -442,18 +412,15 @@ __global__ void __launch_bounds__(IX_THREADS) ix_gather_row(IX_PARAMS) {   // th
     ix_finish(p);
 }
 
-// An element-wise reversal of subsequences walked as columns (index.py's
-// _column_walk: outer dimensions (..., reversed axis, lo columns), the
-// reversed axis of source stride 0, of size `bound` and of length stride 0,
-// lo dividing IX_THREADS, lo words up to 128 bytes: whole cache lines): a
-// column set (bound rows of lo words) is staged in shared memory by
-// coalesced loads, then each thread, keeping one column and its length (read
-// and clamped once), writes its rows in order, each from its reversed row.
+// An element-wise reversal of subsequences walked as columns (index.py's _column_walk: outer dimensions (...,
+// reversed axis, lo columns), the reversed axis of source stride 0, size `bound` and length stride 0, lo dividing
+// IX_THREADS, lo words up to 128 bytes: whole cache lines): a column set (bound rows of lo words) is staged in shared
+// memory by coalesced loads, then each thread, keeping one column and its length (read and clamped once), writes its
+// rows in order, each from its reversed row.
 //
-// ix_stage_columns: the column set at source offset sb into `tile`, as
-// asynchronous 16-byte copies (cp.async, one commit group: the caller waits)
-// where rows are whole aligned 16-byte pieces, else by plain loads (done on
-// return; the caller's __syncthreads publishes them).
+// ix_stage_columns: the column set at source offset sb into `tile`, as cp.async 16-byte copies (one commit group: the
+// caller waits) where rows are whole aligned 16-byte pieces, else plain loads (the caller's __syncthreads publishes
+// them).
 template <typename W, typename I, int NO>
 __device__ __forceinline__ void ix_stage_columns(const ix_params& p, W* tile, i64 sb) {
     const ix_axis& ax = p.axes[0];
@@ -510,15 +477,11 @@ __device__ __forceinline__ void ix_write_columns(const ix_params& p, const W* ti
     }
 }
 
-// The same for 4-byte words where lo is a multiple of 32 and the
-// destination's columns are contiguous and 8-byte aligned: a thread two
-// neighbouring columns and 8-byte stores (a warp's store covers 256 bytes of
-// a row, or two 128-byte rows), the two staged words read first-the-even or
-// first-the-odd by half-warp (no bank conflicts). On an H200 (session 22,
-// two runs of the lab's kernels), (512, 256, 512) float32 reversed along
-// axis 1 (256-byte lines): 8-byte stores 0.942 / 0.947 of copy against
-// 4-byte 0.917 / 0.921, 16-byte 0.863 / 0.865; along axis 0 (128-byte
-// lines) 0.823 against 0.824: the same.
+// The same for 4-byte words where lo is a multiple of 32 and the destination's columns are contiguous and 8-byte
+// aligned: a thread two neighbouring columns and 8-byte stores (a warp's store covers 256 bytes of a row, or two
+// 128-byte rows), the staged words read even-first or odd-first by half-warp (no bank conflicts). H200, (512, 256,
+// 512) float32 reversed along axis 1 (256-byte lines), of copy: 8-byte stores 0.94-0.95, 4-byte 0.92, 16-byte 0.86;
+// along axis 0 (128-byte lines) all 0.82.
 template <typename W, typename I, int NO>
 __device__ __forceinline__ void ix_write_pairs(const ix_params& p, const W* tile, i64 db, int n0, int n1) {
     const ix_axis& ax = p.axes[0];
@@ -545,13 +508,10 @@ __device__ __forceinline__ void ix_write_pairs(const ix_params& p, const W* tile
     }
 }
 
-// One block a column set (blockIdx.x over the leading dimensions), the
-// whole set's copies in flight at once, then one wait. IX_TILE_BLOCKS: the
-// blocks a multiprocessor holds with 64 KiB tiles (the default 128-byte
-// lines down 512 rows), so the registers (at most 65536 / (3 x 256) a
-// thread) never hold fewer: unbounded, the kernel took 96 and two blocks ran
-// a multiprocessor (on an H200 (512, 256, 512) float32 along axis 0 went from
-// 0.72-0.735 of copy to 0.79).
+// One block a column set (blockIdx.x over the leading dimensions), the whole set's copies in flight at once, then one
+// wait. IX_TILE_BLOCKS: the blocks a multiprocessor holds with 64 KiB tiles (128-byte lines, 512 rows), capping
+// registers at 65536 / (3 x 256): unbounded, the kernel took 96 and ran two blocks (H200, (512, 256, 512) float32
+// along axis 0: 0.72-0.735 of copy, against 0.79).
 #define IX_TILE_BLOCKS 3
 template <typename W, typename I, int NO>
 __global__ void __launch_bounds__(IX_THREADS, IX_TILE_BLOCKS) ix_reverse_tile(IX_PARAMS) {
@@ -578,25 +538,19 @@ __global__ void __launch_bounds__(IX_THREADS, IX_TILE_BLOCKS) ix_reverse_tile(IX
         ix_write_columns<W, I, NO>(p, tile, db, n0);
 }
 
-// An element-wise reversal of subsequences along the last outer dimension (a
-// length a row: index.py's _rows): one block `members` consecutive rows of
-// `bound` words, staged in shared memory (asynchronous 16-byte copies where
-// the rows are whole aligned 16-byte pieces, else plain loads), each row's
-// offsets and length (read and clamped once) in shared memory; then the
-// threads walk the block's words in order (coalesced stores), each read from
-// its reversed word of the staged row. Words of 4 or 8 bytes, rows of whole
-// 16-byte pieces written contiguously at 16-byte boundaries: a thread a
-// 16-byte piece (ix_write_pieces), else a thread a word.
+// An element-wise reversal of subsequences along the last outer dimension (a length a row: index.py's _rows): one
+// block `members` consecutive rows of `bound` words, staged in shared memory as ix_stage_columns stages, each row's
+// offsets and length (read and clamped once) in shared memory; then the threads walk the block's words in order
+// (coalesced stores), each read from its reversed word of the staged row: a thread a 16-byte piece (ix_write_pieces)
+// for words of 4 or 8 bytes in rows of whole 16-byte pieces written contiguously at 16-byte boundaries, else a thread
+// a word.
 #define IX_ROWS 64
-// IX_ROWS_BLOCKS: the blocks a multiprocessor holds with REVERSE_ROWS (32 KiB)
-// of rows staged, so the registers never hold fewer (unbounded, the 16-byte
-// pieces of 4-byte words took 44 a thread: 5 blocks; 8-byte words take 48,
-// bounded at 5 blocks, as before the pieces, where 6 would spill).
+// IX_ROWS_BLOCKS: the blocks a multiprocessor holds with REVERSE_ROWS (32 KiB) staged, capping registers (unbounded,
+// 4-byte words' pieces took 44: 5 blocks). 8-byte words: 5 blocks, 48 registers (6 would spill).
 #define IX_ROWS_BLOCKS 6
 
-// The 16-byte piece of words lo + V - 1, ..., lo (descending; V words a
-// piece, lo = a x V + s) from the staged pieces A = a and B = a + 1 (B read
-// only where s > 0): word m of the result is word s + V - 1 - m of A:B.
+// The 16-byte piece of words lo + V - 1, ..., lo (descending; V words a piece, lo = a x V + s) from the staged
+// pieces A = a and B = a + 1 (B read only where s > 0): result word m is word s + V - 1 - m of A:B.
 template <typename W>
 __device__ __forceinline__ uint4 ix_reversed_piece(const uint4& A, const uint4& B, int s) {
     constexpr int V = 16 / (int)sizeof(W);
@@ -613,11 +567,10 @@ __device__ __forceinline__ uint4 ix_reversed_piece(const uint4& A, const uint4& 
     return o.q;
 }
 
-// The staged rows (each Lp words, L = bound words of whole 16-byte pieces,
-// r_n[r] its length in [0, L]) written as 16-byte pieces at p.dst + r_db[r]
-// (each 16-byte aligned), two pieces a thread in flight: a piece at or past
-// the length is the row's own; one wholly below it, the two staged pieces
-// holding its reversed words; one across it, word by word.
+// The staged rows (each Lp words, L = bound words of whole 16-byte pieces, r_n[r] its length in [0, L]) written as
+// 16-byte pieces at p.dst + r_db[r] (16-byte aligned), two pieces a thread in flight: a piece at or past the length
+// is the row's own; one wholly below it, from the two staged pieces holding its reversed words; one across it, word
+// by word.
 template <typename W>
 __device__ __forceinline__ void ix_write_pieces(const ix_params& p, const W* rowbuf, const i64* r_db,
                                                 const int* r_n, int g, int L, int Lp) {
@@ -766,15 +719,12 @@ __device__ __forceinline__ u32 ix_pick8(const u32 (&w)[8], int i) {
     return (i & 4) ? f : e;
 }
 
-// ix_reversed_piece for 2-byte words: result lane i (words 2i and 2i + 1:
-// source words s + 7 - 2i and s + 6 - 2i, neighbours) is one byte permute of
-// the 4-byte lanes holding them (lane (s + 6) / 2 - i with its halves swapped
-// where s is even; the low half of lane (s + 7) / 2 - i under the high half
-// of lane (s + 5) / 2 - i where s is odd): five lanes picked, each by a
-// select tree. The generic form's eight predicated alternatives spilled 44
-// bytes a thread (the kernel has 32 registers); on an H200 float16 rows of
-// 16 went from 0.71 to 0.89 of copy (one run; a pick for each of the eight
-// operands 0.81; with 40 registers and 6 blocks, no spill, 0.76-0.84).
+// ix_reversed_piece for 2-byte words: result lane i (words 2i and 2i + 1: source words s + 7 - 2i and s + 6 - 2i,
+// neighbours) is one byte permute of the 4-byte lanes holding them (lane (s + 6) / 2 - i with its halves swapped
+// where s is even; the low half of lane (s + 7) / 2 - i under the high half of lane (s + 5) / 2 - i where s is odd):
+// five lanes picked, each by a select tree. The generic form's eight predicated alternatives spilled 44 bytes a
+// thread (32 registers): H200 float16 rows of 16 0.71 of copy against 0.89 (a pick for each of the eight operands
+// 0.81; 40 registers, 6 blocks, no spill, 0.76-0.84).
 template <>
 __device__ __forceinline__ uint4 ix_reversed_piece<u16>(const uint4& A, const uint4& B, int s) {
     const u32 c[8] = {A.x, A.y, A.z, A.w, B.x, B.y, B.z, B.w};
@@ -788,42 +738,22 @@ __device__ __forceinline__ uint4 ix_reversed_piece<u16>(const uint4& A, const ui
     return make_uint4(o[0], o[1], o[2], o[3]);
 }
 
-// An element-wise reversal of subsequences along rows of whole 16-byte
-// pieces of 2-, 4- or 8-byte words, both sides contiguous along the row (a
-// length a row: index.py's _pieces), read and written in place like a copy,
-// no staging. Block b takes the rows whose first piece is in [b x members,
-// (b + 1) x members) of the rows' `total` pieces (row-major); a warp takes R
-// = 32 / Q whole rows of Q pieces a step, a lane a piece (lanes R x Q and
-// above idle where Q does not divide 32): each load and store instruction R
-// x Q x 16 contiguous bytes where the rows are. A lane loads its own piece
-// and its row's length together (one memory latency a step), then takes the
-// two source pieces it needs from its row's lanes (warp shuffles): a piece
-// at or past the length n is its own; one wholly below it (words j ... j +
-// V - 1 from words n - 1 - j down to n - V - j) is made of pieces (n - V -
-// j) / V and the one after; one across the length takes its reversed words
-// from piece 0. Where the leading dimensions collapse to one (every row at a
-// fixed stride on each side and in the lengths: decided once, the same for
-// every thread) a row's offsets are one multiply each, else ix_lead's. A row
-// whose either side lies off 16 bytes goes word by word. The loop and the
-// shuffles are uniform over a warp. One piece a lane a step in 32 registers
-// (8 blocks a multiprocessor). The piece's load is issued before the
-// length's: loaded after it, the piece waited for the length's clamp (two
-// memory latencies a step, not one); and every piece takes one path (masks,
-// ix_first_words), not three divergent ones. On an H200 (session 25, copy
-// 4206-4258 GB/s, bytes read and written, the lengths included), before ->
-// the load order -> both: (4096, 4096, 8) float32 along rows 0.84-0.86 ->
-// 0.92 -> 0.95 of copy (0.278 ms, 1.24x torch.flip); float64 rows of 4 0.88
-// -> 0.95 -> 0.95; float16 rows of 16 0.72 -> 0.70-0.72 -> 0.89 (with
-// ix_reversed_piece<u16>); float32 rows of 12 / 28 0.81 -> 0.88 / 0.85-0.87
-// -> 0.92 / 0.89-0.91; leading axes transposed 0.72 throughout (torch.flip
-// the same: 32-byte rows scattered). Before (copy 4151-4183 GB/s, two runs),
-// (4096, 4096, 8) float32 along rows 0.303-0.314 ms, 0.87-0.90 of copy,
-// 1.16-1.19x torch.flip;
-// float64 (4096, 4096, 4) 0.93-0.95, float16 (4096, 4096, 16) 0.74, rows of
-// 3 and 7 pieces 0.85 and 0.80-0.83, leading axes transposed 0.67-0.68.
-// Four pieces a lane a step (72 registers) ran 0.65, two 0.73-0.77; a piece
-// a thread over the rows' pieces, each loading its source pieces after its
-// length, 0.62 (ix_gather_positions 0.34).
+// An element-wise reversal of subsequences along rows of whole 16-byte pieces of 2-, 4- or 8-byte words, both sides
+// contiguous along the row (a length a row: index.py's _pieces), read and written in place like a copy. Block b takes
+// the rows whose first piece is in [b x members, (b + 1) x members) of the rows' `total` pieces (row-major); a warp
+// takes R = 32 / Q whole rows of Q pieces a step, a lane a piece (lanes R x Q and above idle where Q does not divide
+// 32): each load and store instruction R x Q x 16 contiguous bytes where the rows are. A lane loads its own piece and
+// its row's length together (one memory latency a step), then takes the two source pieces it needs from its row's
+// lanes (warp shuffles): a piece at or past the length n is its own; one wholly below it (words j ... j + V - 1 from
+// words n - 1 - j down to n - V - j) is made of pieces (n - V - j) / V and the one after; one across the length takes
+// its reversed words from piece 0. Where the leading dimensions collapse to one (every row at a fixed stride on each
+// side and in the lengths: decided once, block-uniform) a row's offsets are one multiply each, else ix_lead's. A row
+// with either side off 16 bytes goes word by word. Loop and shuffles are warp-uniform. One piece a lane a step in 32
+// registers (8 blocks a multiprocessor). The piece's load is issued before the length's (after it, the piece waited
+// for the clamp: two memory latencies a step), and every piece takes one path (masks, ix_first_words), not three
+// divergent ones: (4096, 4096, 8) float32 along rows went from 0.84-0.86 of copy to 0.95 (1.24x torch.flip), float16
+// rows of 16 from 0.72 to 0.89 (with ix_reversed_piece<u16>). Four pieces a lane a step (72 registers) ran 0.65, two
+// 0.73-0.77, a piece a thread 0.62 (ix_gather_positions 0.34). H200 measurements: benchmarks/RESULTS.md, session 25.
 template <typename W, typename I, int NO>
 __global__ void __launch_bounds__(IX_THREADS, 8) ix_reverse_pieces(IX_PARAMS) {
     constexpr int V = 16 / (int)sizeof(W);
@@ -908,12 +838,10 @@ __global__ void __launch_bounds__(IX_THREADS) ix_scatter(IX_PARAMS) {   // the b
     ix_finish(p);
 }
 
-// One block a group of `members` consecutive positions (trailing outer
-// dimensions of destination stride 0: they differ only by the index
-// coordinate, which stays inside the group's own `bound` destination words,
-// distinct from every other group's) of one index axis and one word: the
-// owners in shared memory (atomicMax of the member number: the last position
-// in row-major order), then the owners write. No global slot array, one launch.
+// One block a group of `members` consecutive positions (trailing outer dimensions of destination stride 0, differing
+// only by the index coordinate, which stays inside the group's own `bound` destination words, distinct from every
+// other group's) of one index axis and one word: the owners in shared memory (atomicMax of the member number: the
+// last position in row-major order), then the owners write. No global slot array, one launch.
 template <typename W, typename I, int NO>
 __device__ __forceinline__ void ix_scatter_group_body(const ix_params& p) {
     extern __shared__ u32 own[];
@@ -1046,9 +974,8 @@ __device__ __forceinline__ float ix_h2f(u16 h) {   // exact, NaN payload kept
     return __uint_as_float(bits | sign);
 }
 
-// float32 -> float16 as NumPy rounds it: the hardware's round to nearest even
-// (cvt.rn.f16.f32 without .ftz, NumPy's result for every non-NaN value), a
-// NaN by NumPy's rule (the payload's top bits kept, still a NaN).
+// float32 -> float16 as NumPy rounds it: cvt.rn.f16.f32 without .ftz (NumPy's result for every non-NaN value), a NaN
+// by NumPy's rule (the payload's top bits kept, still a NaN).
 __device__ __forceinline__ u16 ix_f2h(float value) {
     const u32 f = __float_as_uint(value);
     if ((f & 0x7fffffffu) > 0x7f800000u) {
@@ -1089,9 +1016,8 @@ __device__ __forceinline__ W ix_add_lanes(const W& a, const W& b, i64 type) {
     return r;
 }
 
-// a + b of words W holding sizeof(W) / element size elements (the host
-// widens an accumulating pass's contiguous inner run into 2-16 byte words):
-// each element added on its own, as ix_add adds one.
+// a + b of words W holding sizeof(W) / element size elements (an accumulating pass's contiguous inner run widened
+// into 2-16 byte words): each element added on its own, as ix_add adds one.
 template <typename W>
 __device__ __forceinline__ W ix_add_words(const W& a, const W& b, i64 type) {
     const int es = ix_esize(type);

@@ -1,40 +1,30 @@
-"""The index-driven passes of the move program (``plan.Gather``,
-``plan.Scatter``) on CUDA: the kernels of ``index.cu`` and their launches.
+"""The index-driven passes of the move program (``plan.Gather``, ``plan.Scatter``) on CUDA: the kernels of
+``index.cu`` (whose heading says what each does) and their launches.
 
-``index_move_steps`` builds the ``MoveLaunch`` steps of a plan holding such
-passes: its ``Copy``/``Fill`` runs through the move program's launches, each
-``Gather``/``Scatter`` pass an ``IndexPass``, in order on the caller's stream.
-A pass walks its outer positions (the leading dimensions that read an index,
-``cpu.numpy_kernels.outer_count``; every dimension where blocks of different
-destinations could overlap) and moves one block of inner words at each
-(widened to 16-byte words where everything allows), ``ITEMS`` words a thread.
-Kernels are compiled per word size, index width and exact counts of outer
-dimensions, index axes and inner dimensions. ``plan_pass`` picks the mode:
+``index_move_steps`` builds the ``MoveLaunch`` steps of a plan holding such passes: its ``Copy``/``Fill`` runs through
+the move program's launches, each ``Gather``/``Scatter`` pass an ``IndexPass``, in order on the caller's stream. A
+pass walks its outer positions (the leading dimensions that read an index, ``cpu.numpy_kernels.outer_count``; every
+dimension where blocks of different destinations could overlap) and moves one block of inner words at each (widened
+to 16-byte words where everything allows), ``ITEMS`` words a thread. Kernels are compiled per word size, index width
+and exact counts of outer dimensions, index axes and inner dimensions. ``plan_pass`` picks the mode:
 
-* gathers: ``ix_gather`` (element-wise ones ``ix_gather_positions``,
-  ``ix_gather_row`` or ``ix_reverse_*``: ``_row``, ``_tile``, ``_pieces``,
-  ``_rows``); ``last_only``: source blocks keyed (``ix_keys``) and sorted, a
+* gathers: ``ix_gather`` (element-wise ones ``ix_gather_positions``, ``ix_gather_row`` or ``ix_reverse_*``:
+  ``_row``, ``_tile``, ``_pieces``, ``_rows``); ``last_only``: source blocks keyed (``ix_keys``) and sorted, a
   position not the last (row-major) of its run writing 0;
-* a scatter of a constant, or whose positions all read one source block
-  (ONE_HOT's on value), without accumulation: ``ix_scatter``, in any order;
-* an overwriting scatter: ``ix_scatter_group`` where ``_group`` applies, else
-  the owner pass (``ix_owner``, then ``ix_scatter`` where owners write) where
-  its slot array is small enough (``OWNER_SLOTS``), else it sorts;
-* an accumulating scatter sorts: ``ix_keys``, a stable sort by destination
-  block, ``ix_apply`` (the CPU kernel's order and roundings, the same bytes).
+* a scatter of a constant, or whose positions all read one source block (ONE_HOT's on value), without accumulation:
+  ``ix_scatter``, in any order;
+* an overwriting scatter: ``ix_scatter_group`` where ``_group`` applies, else the owner pass (``ix_owner``, then
+  ``ix_scatter`` where owners write) where its slot array is small enough (``OWNER_SLOTS``), else it sorts;
+* an accumulating scatter sorts: ``ix_keys``, a stable sort by destination block, ``ix_apply`` (the CPU kernel's
+  order and roundings, the same bytes).
 
-index.cu's heading says what each kernel does.
+Scratch (slots, keys, order) comes from CuPy's allocator on the caller's stream: a launch that sorts allocates device
+memory (unlike the move program's) and cannot be captured into a CUDA graph.
 
-Scratch (slots, keys, order) comes from CuPy's allocator on the caller's
-stream: a launch that sorts allocates device memory (unlike the move
-program's) and cannot be captured into a CUDA graph.
-
-Every access stays inside the bound ranges whatever the index values: the
-kernels keep each coordinate inside ``[0, bound)`` (index.cu), and
-``record_move`` checked each pass's reach over those coordinates against the
-bound element counts before anything runs. The launches made here leave each
-axis's flag (``IndexAxisParams.flag``, ``flag_offsets``: the C call cache's
-checked calls) 0: the route checks the indices before it launches.
+Every access stays inside the bound ranges whatever the index values: the kernels keep each coordinate inside
+``[0, bound)`` (index.cu), and ``record_move`` checked each pass's reach over those coordinates against the bound
+element counts before anything runs. The launches made here leave each axis's flag (``IndexAxisParams.flag``,
+``flag_offsets``: the C call cache's checked calls) 0: the route checks the indices before it launches.
 """
 from __future__ import annotations
 
@@ -50,45 +40,37 @@ from .launch import _SCALAR, INDEX_KERNELS, _kernel  # noqa: F401 - index.cu, co
 #: Threads a CUDA block (index.cu's IX_THREADS); IX_RANK and IX_AXES.
 THREADS = 256
 RANK, AXES = 16, 8
-#: The overwriting scatter takes the owner pass where its slot array (one
-#: 4-byte slot per possible destination block) has at most
+#: An overwriting scatter takes the owner pass where its slot array (4 bytes a possible destination block) has at most
 #: max(OWNER_SLOTS, 4 x positions) slots; else it sorts.
 OWNER_SLOTS = 1 << 24
-#: How overwriting scatters run: "auto" (group where it applies, else as
-#: above), "owner" or "sort" (tests, benchmarks).
+#: Overwriting scatters: "auto" (group where it applies, else as above), "owner" or "sort" (tests, benchmarks).
 SCATTER_VIA = "auto"
-#: Whether the C new-shape route (cuda_index_spec.c) runs the owner mode
-#: itself (its table from the framework's allocator); False leaves that mode
-#: to this module's IndexPass (the Python route).
+#: Whether the C new-shape route (cuda_index_spec.c) runs the owner mode itself (its table from the framework's
+#: allocator); False leaves it to IndexPass (the Python route).
 OWNER_IN_C = True
 #: Inner words a thread moves (where a block has at least this many).
 ITEMS = 4
-#: Positions a thread of an element-wise gather moves (1: ix_gather, one),
-#: from POSITION_MIN positions on; fewer move one a thread (a small call's
-#: kernel is on a checked call's clock: more threads, a shorter one each).
+#: Positions a thread of an element-wise gather moves (1: ix_gather, one a thread) from POSITION_MIN positions on;
+#: fewer move one a thread (a small call's kernel is on a checked call's clock: more, shorter threads).
 POSITION_ITEMS = 4
 POSITION_MIN = 1 << 18
-#: Whether an element-wise reversal of subsequences walks columns
-#: (_column_walk), and stages them in shared memory where they fit (_tile).
+#: Whether an element-wise reversal of subsequences walks columns (_column_walk), staged in shared memory where they
+#: fit (_tile).
 COLUMN_WALK = REVERSE_TILE = True
-#: Bytes of a staged column set's row (``ix_reverse_tile``: whole lines of
-#: this width where the tile fits TILE_SMEM, else halved down to 128 bytes,
-#: else 32-byte sectors). benchmarks/RESULTS.md has the widths and the
-#: variants measured (clusters, bulk copies, half sets: all slower).
+#: Bytes of a staged column set's row (``ix_reverse_tile``: whole lines of this width where the tile fits TILE_SMEM,
+#: else halved down to 128 bytes, else 32-byte sectors); the widths and variants measured (clusters, bulk copies, half
+#: sets: slower) are in benchmarks/RESULTS.md.
 REVERSE_BYTES = 256
 #: Shared memory a staging block may take (above 48 KiB the kernel opts in).
 TILE_SMEM = 64 * 1024
-#: Bytes of rows a block of a reversal along rows (one length a row) stages
-#: (``ix_reverse_rows``: as many whole rows as fit, up to 64), or moves in
-#: place (``ix_reverse_pieces``, rows under 32 words); 0: that reversal runs
-#: as ``ix_gather_positions``. benchmarks/RESULTS.md has the sizes measured.
+#: Bytes of rows a block of a reversal along rows (a length a row) stages (``ix_reverse_rows``: whole rows, up to 64)
+#: or moves in place (``ix_reverse_pieces``, rows under 32 words); 0: ``ix_gather_positions``. Sizes measured:
+#: benchmarks/RESULTS.md.
 REVERSE_ROWS = 32 * 1024
-#: Whether an element-wise gather along a row runs a block a row
-#: (``ix_gather_row``, _row), and stages the source row in shared memory
-#: where it fits (ROW_STAGE).
+#: Whether an element-wise gather along a row runs a block a row (``ix_gather_row``, _row), staging the source row in
+#: shared memory where it fits (ROW_STAGE).
 GATHER_ROW = ROW_STAGE = True
-#: Whether an accumulating pass widens its contiguous inner run into 2-16
-#: byte words (added element by element).
+#: Whether an accumulating pass widens its contiguous inner run to 2-16 byte words (added element by element).
 WIDE_ACC = True
 i64, u64 = ctypes.c_int64, ctypes.c_uint64
 
@@ -119,27 +101,23 @@ def flag_offsets(naxes: int) -> tuple:
 
 
 def _disjoint(p, k: int) -> bool:
-    """Whether the destination blocks of different outer positions never
-    overlap: every destination element lies at one combination of the outer
-    coordinates, the index coordinates and the inner coordinates."""
+    """Whether the destination blocks of different outer positions never overlap: every destination element lies at
+    one combination of the outer, index and inner coordinates."""
     dims = [(n, t) for n, t in zip(p.sizes[:k], p.dst_strides[:k]) if t]
     dims += [(ix.bound, ix.stride) for ix in p.indices if ix.stride]
     dims += list(zip(p.sizes[k:], p.dst_strides[k:]))
     return _distinct([n for n, _ in dims], [t for _, t in dims])
 
 
-#: A group scatter's owner table (4 bytes a destination word of its segment)
-#: stays inside the shared memory a block gets without raising its limit.
+#: A group scatter's owner table (4 bytes a word of its segment) stays in a block's default shared memory.
 GROUP_SLOTS = 12 * 1024
 
 
 def _trailing_group(q, k: int) -> int:
-    """Positions a group where an overwriting scatter of one word a position
-    and one index axis can run as ``ix_scatter_group``, else 0: the trailing
-    outer dimensions of destination stride 0 (the members, which reach one
-    destination segment of ``bound`` words, differing only by the index
-    coordinate), the leading ones and the index axis reaching distinct words
-    (so no two groups write one word), the segment at most GROUP_SLOTS."""
+    """Positions a group where an overwriting scatter of one word a position and one index axis can run as
+    ``ix_scatter_group``, else 0: the trailing outer dimensions of destination stride 0 (the members, which reach one
+    destination segment of ``bound`` words, differing only by the index coordinate), the leading ones and the index
+    axis reaching distinct words (no two groups write one word), the segment at most GROUP_SLOTS."""
     if q.naxes != 1 or q.n_inner != 1 or not q.axes[0].stride or q.axes[0].bound > GROUP_SLOTS:
         return 0
     m = k
@@ -153,11 +131,9 @@ def _trailing_group(q, k: int) -> int:
 
 
 def _group(q, k: int) -> int:
-    """``_trailing_group``, else the same with the outer dimensions of
-    destination stride 0 moved last (``scatter_elements`` along an axis
-    before the last), ``q`` reordered so where that groups: every position
-    keeps its source, destination and index, and the last in row-major order
-    of the positions reaching one word (members of one group) stays last."""
+    """``_trailing_group``, else the same with the outer dimensions of destination stride 0 moved last
+    (``scatter_elements`` along an axis before the last; ``q`` reordered where that groups): positions keep their
+    source, destination and index, and the last in row-major order of those reaching one word stays last."""
     members = _trailing_group(q, k)
     moved = [d for d in range(k) if q.sizes[d] > 1 and not q.dst_strides[d]]
     if members or not moved or q.naxes != 1:
@@ -175,10 +151,8 @@ def _group(q, k: int) -> int:
 
 
 def _tile(q, k: int, word: int) -> bool:
-    """Whether a column-walked reversal (``_column_walk``'s order) runs as
-    ``ix_reverse_tile``, a block staging the whole reversed axis (k - 2) of
-    the last dimension's lo words in TILE_SMEM; sets ``q.members``
-    (positions a block)."""
+    """Whether a column-walked reversal (``_column_walk``'s order) runs as ``ix_reverse_tile``, a block staging in
+    TILE_SMEM the whole reversed axis (k - 2) of the last dimension's lo words; sets ``q.members``, its positions."""
     if k < 2 or q.naxes != 1:
         return False
     ax, lo = q.axes[0], q.sizes[k - 1]
@@ -201,9 +175,8 @@ def _along_rows(q, k: int) -> bool:
 
 
 def _pieces(q, k: int, word: int) -> int:
-    """16-byte pieces a block (REVERSE_ROWS bytes) where a reversal along
-    rows runs as ``ix_reverse_pieces`` (rows of whole 16-byte pieces,
-    contiguous on both sides, under 32 words), else 0."""
+    """16-byte pieces a block (REVERSE_ROWS bytes) where a reversal along rows of whole 16-byte pieces, contiguous on
+    both sides, under 32 words, runs as ``ix_reverse_pieces``; else 0."""
     if word not in (2, 4, 8) or not _along_rows(q, k) or q.sizes[k - 1] >= 32 or q.sizes[k - 1] * word % 16 or \
             q.axes[0].stride != 1 or q.dst_strides[k - 1] != 1:
         return 0
@@ -212,9 +185,8 @@ def _pieces(q, k: int, word: int) -> int:
 
 
 def _rows(q, k: int, word: int) -> int:
-    """Rows a block where a reversal along rows of at least 32 words runs
-    as ``ix_reverse_rows`` (as many, padded to 16 bytes, as fit REVERSE_ROWS
-    bytes, up to 64), else 0."""
+    """Rows a block (as many, padded to 16 bytes, as fit REVERSE_ROWS bytes, up to 64) where a reversal along rows of
+    32 words or more runs as ``ix_reverse_rows``; else 0."""
     n = q.sizes[k - 1] if k >= 1 else 0
     if not _along_rows(q, k) or n < 32 or q.n_outer // n > 2**31 - 1:
         return 0
@@ -223,11 +195,9 @@ def _rows(q, k: int, word: int) -> int:
 
 
 def _row(q, k: int, word: int) -> int:
-    """How an element-wise gather runs a block a row (``ix_gather_row``): 0
-    (it does not: not one clamping index axis, or the last outer dimension
-    reads the source, or rows too short to fill a block), 1 (the source
-    row's ``bound`` words staged in shared memory) or 2 (read in place).
-    (A reversal, mode 1, keeps ``ix_gather_positions``: faster there.)"""
+    """How an element-wise gather runs a block a row (``ix_gather_row``): 0 not (not one clamping index axis, the last
+    outer dimension reads the source, or rows too short for a block), 1 the source row's ``bound`` words staged in
+    shared memory, 2 read in place. (A reversal, mode 1, keeps the faster ``ix_gather_positions``.)"""
     if not GATHER_ROW or k < 1 or q.naxes != 1 or q.axes[0].mode != 0 or q.src_strides[k - 1]:
         return 0
     n, bound = q.sizes[k - 1], q.axes[0].bound
@@ -237,15 +207,12 @@ def _row(q, k: int, word: int) -> int:
 
 
 def _column_walk(q, k: int, word: int, nbytes: int = 32) -> int:
-    """Reorder (in ``q``) the outer dimensions of an element-wise gather that
-    reverses subsequences along an outer dimension r before the last: r moves
-    next to the last dimension, which splits into (n / lo, lo), lo words of
-    ``nbytes`` bytes, where it divides, so a block's threads walk one narrow
-    column set down the whole reversed axis. Each position still writes its
-    own element, but the source elements of one 32-byte sector, read at
-    different reversed rows by neighbouring columns of random lengths, are
-    now read by neighbouring blocks while the sector is in cache instead of
-    at rows far apart in time. Returns the new outer rank."""
+    """Reorder (in ``q``) the outer dimensions of an element-wise gather that reverses subsequences along an outer
+    dimension r before the last: r moves next to the last dimension, which splits into (n / lo, lo), lo words of
+    ``nbytes`` bytes, where it divides, so a block's threads walk one narrow column set down the whole reversed axis.
+    Each position still writes its own element, but the source elements of one 32-byte sector, read at different
+    reversed rows by neighbouring columns of random lengths, are read by neighbouring blocks while the sector is in
+    cache, not at rows far apart in time. Returns the new outer rank."""
     rs = {q.axes[a].axis for a in range(q.naxes) if q.axes[a].mode == 1}
     if len(rs) != 1 or not 0 <= (r := rs.pop()) < k - 1 or q.sizes[r] < 2:
         return k
@@ -287,9 +254,8 @@ _STREAMS: dict = {}
 
 
 def _stream(backend, ptr: int):
-    """CuPy's stream object for the caller's stream ``ptr`` on ``backend``'s
-    device (0: the legacy default stream), cached: the scratch of the sorts
-    and slot arrays is allocated and ordered on it."""
+    """CuPy's stream object for the caller's stream ``ptr`` on ``backend``'s device (0: the legacy default stream),
+    cached: the sorts' and slot arrays' scratch is allocated and ordered on it."""
     s = _STREAMS.get((backend.index, ptr))
     if s is None:
         if len(_STREAMS) > 64:
@@ -301,12 +267,9 @@ def _stream(backend, ptr: int):
 
 
 def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs, s=None) -> "PassPlan":
-    """How one ``Gather``/``Scatter`` pass of ``plan`` runs for these
-    addresses (each slot's first element's device address): its mode, its
-    ``IndexParams`` (addresses not filled in), its kernels' names (the main
-    one first), the main one's shared memory, its word, its key slots, set
-    on ``s`` (default: a new ``PassPlan``). Pure (no GPU): ``IndexPass``
-    compiles what it names, and the C mirror
+    """How one ``Gather``/``Scatter`` pass of ``plan`` runs for these addresses (each slot's element 0): mode,
+    ``IndexParams`` (no addresses), kernel names (the main one first), the main one's shared memory, word and key
+    slots, set on ``s`` (default: a new ``PassPlan``). Pure: ``IndexPass`` compiles what it names, and the C mirror
     (``runtime/native/cuda_index_spec.c``) is tested against it."""
     s = PassPlan() if s is None else s
     scatter = type(p) is Scatter
@@ -356,8 +319,7 @@ def plan_pass(plan: MovePlan, p, src_ptrs, dst_ptrs, s=None) -> "PassPlan":
         ax.mode, ax.skip, ax.axis = ix.mode, int(scatter and ix.out_of_range == 1), ix.axis if ix.mode else -1
         for d in range(k):
             ax.strides[d] = ix.index_strides[d]
-    # the keyed side (the destination of a scatter, the source of a
-    # last-only gather): block origin = key_base + slot * key_div
+    # the keyed side (a scatter's destination, a last-only gather's source): block origin = key_base + slot * key_div
     off, strides = (q.dst_offset, q.dst_strides) if scatter else (q.src_offset, q.src_strides)
     lo = hi = off
     div = 0
@@ -448,12 +410,10 @@ class PassPlan:
     smem = 0
 
     def launches(self):
-        """What the C mirror plans, ``(name, parameter bytes, grid, shared
-        bytes, scratch, aux)`` a launch: the one launch of a mode that needs
-        no scratch (scratch 0, aux 0), or the owner mode's two (``ix_owner``
-        with ``slots`` zeroed 32-bit words of scratch, then the scatter, both
-        reading it through their ``aux`` field: aux 1); None for the sort
-        mode; () where nothing is launched."""
+        """What the C mirror plans, ``(name, parameter bytes, grid, shared bytes, scratch, aux)`` a launch: a
+        scratch-free mode's one launch (scratch 0, aux 0), or the owner mode's two (``ix_owner`` on ``slots`` zeroed
+        32-bit words of scratch, then the scatter, both reading it through ``aux``: aux 1); None for the sort mode;
+        () where nothing is launched."""
         q = self.params
         if q.n_outer == 0 or q.total == 0:
             return ()
@@ -467,9 +427,8 @@ class PassPlan:
 
 
 def one_kernel(mode: str, q, smem: int):
-    """``(threads, shared bytes)`` of the one launch of a mode that needs
-    no scratch (the Python launch and the C call cache's record both read
-    it), None for the owner and sort modes."""
+    """``(threads, shared bytes)`` of a scratch-free mode's one launch, as the Python launch and the C call cache's
+    record read it; None for the owner and sort modes."""
     if mode == "direct":
         return q.total, 0
     if mode in ("tile", "row"):
@@ -484,10 +443,8 @@ def one_kernel(mode: str, q, smem: int):
 
 
 class IndexPass(PassPlan):
-    """One ``Gather``/``Scatter`` pass's launches (its ``plan_pass``):
-    ``(src_ptrs, dst_ptrs, stream_ptr)`` queues them. ``via`` tells the C
-    call cache (``calls.put_move_cuda``) to record it through
-    ``call_cache_step``."""
+    """One ``Gather``/``Scatter`` pass's launches (its ``plan_pass``), queued by ``(src_ptrs, dst_ptrs, stream_ptr)``;
+    ``via``: the C call cache records it through ``call_cache_step``."""
 
     via = "index"
 
@@ -500,17 +457,13 @@ class IndexPass(PassPlan):
                 backend.cupy.cuda.driver.funcSetAttribute(self.functions[self.main], 8, self.smem)  # MAX_DYNAMIC_SHARED
 
     def call_cache_step(self, checked: bool = False):
-        """This pass as the C call cache records it (``calls.put_move_cuda``):
-        ``(function, grid, block, shared, parameter block, src, dst, self,
-        (offsets of src, dst and idx in the block, the inputs the index axes
-        read, where the check's flag address goes: ``checked``, the array
-        API's index check, else none))``; the cache patches this call's
-        addresses into a copy of the block and launches the kernel (a checked
-        call then waits until its kernels have checked every index,
-        ``ix_finish``, and reads the flag). Where the pass needs scratch (the
-        owner and sort modes) the function is 0 and the cache calls this
-        object instead (its launches take no flag: ``put_move_cuda`` records
-        no checked call holding one). None where it launches nothing."""
+        """This pass as the C call cache records it (``calls.put_move_cuda``): ``(function, grid, block, shared,
+        parameter block, src, dst, self, (offsets of src, dst and idx in the block, the inputs the index axes read,
+        the flag address's offsets where ``checked``, the array API's index check))``. The cache patches each call's
+        addresses into a copy of the block and launches the kernel (a checked call then waits until its kernels have
+        checked every index, ``ix_finish``, and reads the flag). Where the pass needs scratch (owner and sort modes)
+        the function is 0 and the cache calls this object instead (no flag: ``put_move_cuda`` records no checked call
+        holding one). None where it launches nothing."""
         p, q = self.pass_, self.params
         if q.n_outer == 0 or q.total == 0:
             return None
@@ -571,12 +524,10 @@ class IndexPass(PassPlan):
 
 
 def c_settings() -> tuple:
-    """This module's settings as the C mirror of ``plan_pass``
-    (``runtime/native/cuda_index_spec.c``, newshape.h's odml_index_cuda_conf)
-    reads them, read anew at each call: 14 ints (the switches as 0 or 1, as
-    this module reads them: by truth). A value C cannot read makes it decline
-    the call, which then takes the Python route. (Conditional expressions, not
-    ``int()`` calls and a dict: this runs at every never-seen index call.)"""
+    """This module's settings as the C mirror of ``plan_pass`` (``runtime/native/cuda_index_spec.c``, newshape.h's
+    odml_index_cuda_conf) reads them, anew at each call: 14 ints (the switches as 0 or 1, by truth, as this module
+    reads them). A value C cannot read makes it decline the call, which then takes the Python route. (Conditional
+    expressions, not ``int()`` calls and a dict: this runs at every never-seen index call.)"""
     return (THREADS, ITEMS, POSITION_ITEMS, 1 if COLUMN_WALK else 0, 1 if REVERSE_TILE else 0, REVERSE_BYTES,
             TILE_SMEM, REVERSE_ROWS, 1 if GATHER_ROW else 0, 1 if ROW_STAGE else 0, GROUP_SLOTS,
             (0 if SCATTER_VIA == "auto" else 1 if SCATTER_VIA == "owner" else 2) + (0 if OWNER_IN_C else 3),
@@ -584,11 +535,9 @@ def c_settings() -> tuple:
 
 
 def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, stream: int) -> None:
-    """Queue a launch of an index kernel that C made (an entry of
-    ``call_cache_index_new`` on CUDA) whose own launch failed, its
-    addresses already in ``params``: with the device's context made current
-    (a thread that never used CUDA), raising opendml's error naming the CUDA
-    error where it fails again."""
+    """Queue a launch of an index kernel C made (a ``call_cache_index_new`` entry on CUDA) whose own launch failed,
+    addresses already in ``params``, with the device's context made current (a thread that never used CUDA); opendml's
+    error names the CUDA error where it fails again."""
     import cupy
     block = ctypes.create_string_buffer(bytes(params), len(params))
     argv = (ctypes.c_void_p * 1)(ctypes.addressof(block))
@@ -604,10 +553,9 @@ def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, st
 
 
 def zero_words(device: int, ptr: int, words: int, stream: int) -> None:
-    """Zero ``words`` 32-bit words at device address ``ptr`` on ``stream``
-    (an owner table of an entry C made, where the driver's own memset failed
-    or the driver library is missing), with the device's context made
-    current, raising opendml's error naming the CUDA error where it fails."""
+    """Zero ``words`` 32-bit words at device address ``ptr`` on ``stream`` (an owner table of an entry C made, where
+    the driver's memset failed or its library is missing), with the device's context made current; a failure raises
+    opendml's error naming the CUDA error."""
     import cupy
     with cupy.cuda.Device(device):
         try:
@@ -617,11 +565,9 @@ def zero_words(device: int, ptr: int, words: int, stream: int) -> None:
 
 
 def index_move_steps(backend, plan: MovePlan, src_ptrs, dst_ptrs, plain) -> tuple:
-    """The ``MoveLaunch`` steps of ``plan`` (already checked against the
-    bound ranges): each run of ``Copy``/``Fill`` passes as ``plain(sub_plan)``
-    gives them (the backend's ``MoveLaunch`` of a plan of those passes
-    alone), each ``Gather``/``Scatter`` pass an ``IndexPass`` (source slot
-    ``backend.INDEX_STEP``)."""
+    """The ``MoveLaunch`` steps of ``plan`` (checked against the bound ranges): each run of ``Copy``/``Fill`` passes
+    as ``plain(sub_plan)`` (the backend's ``MoveLaunch``) gives them, each ``Gather``/``Scatter`` pass an
+    ``IndexPass`` (source slot ``backend.INDEX_STEP``)."""
     steps: list = []
     run: list = []
 

@@ -1,17 +1,13 @@
-// opendml CUDA kernels: the strided copy (SLICE, SLICE1), the windowed gather
-// with zero fill (UNFOLD), FOLD's windowed sum computed as a gather, and
-// SLICE_GRAD's scatter into zeros. Compiled at run time by NVRTC through CuPy
-// (launch.py), one specialisation per template arguments, with
-// `-I<runtime dir>` so that `params.h` is found; tests/runtime/nvcc/ instantiates
-// the templates for plain nvcc (the check without a GPU), and `--fmad=false` (FOLD's sums are plain
-// round-to-nearest additions; no multiply is ever fused into them).
+// opendml CUDA kernels: the strided copy (SLICE, SLICE1), the windowed gather with zero fill (UNFOLD), FOLD's
+// windowed sum computed as a gather, and SLICE_GRAD's scatter into zeros. Compiled at run time by NVRTC through CuPy
+// (launch.py), one specialisation per template arguments, with `-I<runtime dir>` for params.h and `--fmad=false`
+// (FOLD's sums are plain round-to-nearest additions); tests/runtime/nvcc/ instantiates the templates for plain nvcc
+// (the check without a GPU).
 //
-// Every kernel takes (source words, destination words, parameter block): one
-// of params.h's structs BY VALUE (launch.py says why), read here by field name
-// through `p`, a pointer to the argument itself (__grid_constant__: no local
-// copy). Addresses are computed in 64-bit element offsets; only flat
-// thread/work indices may be 32-bit (index type I), which the host picks when
-// the count fits.
+// Every kernel takes (source words, destination words, parameter block): one of params.h's structs BY VALUE
+// (launch.py says why), read through `p`, a pointer to the argument itself (__grid_constant__: no local copy).
+// Addresses are 64-bit element offsets; only flat thread/work indices may be 32-bit (index type I), where the host
+// finds the count fits.
 
 #include "params.h"
 
@@ -23,11 +19,9 @@
 #define ODML_GRID_CONSTANT __grid_constant__
 #endif
 
-// Minimum resident blocks per multiprocessor asked of the FOLD kernels, which
-// caps their registers: more warps in flight hide the loads' latency. Measured
-// on an H100 (benchmarks/sweep_fold.py, which forces one value for both with
-// -DODML_FOLD_MIN_BLOCKS=N): fold_gather 5 (48 registers) where that spills
-// little (up to 3-D, at most 16 bytes per lane), else 4; fold1d_tile 4.
+// Minimum resident blocks per multiprocessor of the FOLD kernels, capping their registers so more warps hide the
+// loads' latency. Measured on an H100 (benchmarks/sweep_fold.py; -DODML_FOLD_MIN_BLOCKS=N forces one value for both):
+// fold_gather 5 (48 registers) where that spills little (up to 3-D, 16 bytes a lane), else 4; fold1d_tile 4.
 #ifdef ODML_FOLD_MIN_BLOCKS
 #define ODML_GATHER_BLOCKS(T, D, V) ODML_FOLD_MIN_BLOCKS
 #define ODML_TILE_BLOCKS ODML_FOLD_MIN_BLOCKS
@@ -42,8 +36,7 @@ typedef unsigned int u32;
 typedef unsigned long long u64;
 typedef odml_i64 i64;  // the parameter blocks' integer type
 
-// unfold_tile's 16-byte stores: V = 16 / sizeof(T) elements, stored as one
-// vector (the address must be 16-byte aligned).
+// unfold_tile's 16-byte stores of V = 16 / sizeof(T) elements (16-byte aligned).
 template <typename T>
 struct alignas(16) Vec16 {
     T v[16 / sizeof(T)];
@@ -89,9 +82,8 @@ template <typename I> __device__ __forceinline__ I split_index(I& rest, i64 size
     return c;
 }
 
-// The stores of a thread's ITEMS words (its loads all issued before): word j,
-// flat index first + j*blockDim.x, to dst[oo[j]] where that index is below
-// count, its elements reversed where REV.
+// A thread's ITEMS stores (its loads all issued before): word j (flat index
+// first + j*blockDim.x, below count) to dst[oo[j]], elements reversed where REV.
 template <int REV, typename W, typename I, int ITEMS>
 __device__ __forceinline__ void store_items(W* __restrict__ dst, const i64 (&oo)[ITEMS], const W (&v)[ITEMS], I first,
                                             I count) {
@@ -100,14 +92,11 @@ __device__ __forceinline__ void store_items(W* __restrict__ dst, const i64 (&oo)
         if (first + (I)j * (I)blockDim.x < count) dst[oo[j]] = REV ? rev_word<REV>(v[j]) : v[j];
 }
 
-// out[o0 + sum(c*os)] = in[i0 + sum(c*is)] over NDIM dimensions, in words of W
-// (odml_copy_params, counted in words). PICK (an element size; W = u64 only):
-// the input is read in 16-byte words (input offset and strides in 16-byte
-// units) and each 8-byte output word is the even elements of one; the host
-// uses it only where the element after a run's last needed one (the word's
-// unused tail) is still inside the bound range. ITEMS words per thread, all
-// loads issued before the first store: small words (int8 / float16 with a
-// non-unit stride) need more of them in flight.
+// out[o0 + sum(c*os)] = in[i0 + sum(c*is)] over NDIM dimensions, in words of W (odml_copy_params, counted in words).
+// PICK (an element size; W = u64 only): the input is read in 16-byte words (offset and strides in 16-byte units),
+// each 8-byte output word the even elements of one, where the element after a run's last needed one (the word's
+// unused tail) is inside the bound range. ITEMS words per thread, all loads before the first store: small words
+// (int8 / float16 with a non-unit stride) need more in flight.
 template <typename W, int NDIM, int REV, typename I, int ITEMS, int PICK>
 __global__ void __launch_bounds__(256) strided_copy(const W* __restrict__ src, W* __restrict__ dst,
                                                     const ODML_GRID_CONSTANT odml_copy_params params) {
@@ -140,13 +129,10 @@ __global__ void __launch_bounds__(256) strided_copy(const W* __restrict__ src, W
     store_items<REV>(dst, oo, v, first, count);
 }
 
-// UNFOLD: out[n, c*K + k, b] = in[n, c, b*stride + k*dilation - start_padding]
-// or 0 outside the input (odml_unfold_params; work_items: thread slots). A
-// thread writes R vectors of V = 16 / sizeof(T) consecutive columns of one
-// output row (16-byte stores where the row is contiguous and aligned). The
-// block multi-index, the input positions and the input offset advance
-// incrementally from column to column: the divisions are paid once per
-// thread, not per element.
+// UNFOLD: out[n, c*K + k, b] = in[n, c, b*stride + k*dilation - start_padding] or 0 outside the input
+// (odml_unfold_params; work_items: thread slots). A thread writes R vectors of V = 16 / sizeof(T) consecutive columns
+// of one output row (16-byte stores where the row is contiguous and aligned). Block index, input positions and offset
+// advance column by column: the divisions are paid once per thread, not per element.
 template <typename T, int D, typename I, int R>
 __global__ void __launch_bounds__(256) unfold_gather(const T* __restrict__ src, T* __restrict__ dst,
                                                      const ODML_GRID_CONSTANT odml_unfold_params params) {
@@ -163,10 +149,9 @@ __global__ void __launch_bounds__(256) unfold_gather(const T* __restrict__ src, 
     const I row = row_all - n * (C * K);
     const I c = row / K;
     I k = row - c * K;
-    // Offsets in unsigned (wrapping) arithmetic: a window element in the
-    // padding may sit far outside the image (huge padding times a huge
-    // stride), and only offsets of elements inside are ever used, where the
-    // wrapped value is the true one. Signed overflow would be undefined.
+    // Offsets wrap (unsigned): a window element in the padding may sit far outside the image (huge padding times huge
+    // stride); only offsets of elements inside are used, where the wrapped value is the true one. Signed overflow
+    // would be undefined.
     u64 off = (u64)(p->in_offset + (i64)n * p->in_batch_stride + (i64)c * p->in_channel_stride);
     i64 pos[D], size[D], st[D];
     u64 step[D];
@@ -224,13 +209,10 @@ __global__ void __launch_bounds__(256) unfold_gather(const T* __restrict__ src, 
     }
 }
 
-// UNFOLD in 1-D where neighbouring columns lie far apart in the input
-// (framing: window 1024, stride 256): a block transposes a tile of 32 window
-// elements x 32 blocks through shared memory, reading along the window (input
-// contiguous for dilation 1) and writing along the blocks (output contiguous),
-// so both sides are coalesced. Blocks are ordered window tile fastest: the
-// tiles that read the same input (k and k + stride/dilation) run together.
-// odml_unfold_params with dims = 1 (work_items unused).
+// UNFOLD in 1-D where neighbouring columns lie far apart in the input (framing: window 1024, stride 256): a block
+// transposes a tile of 32 window elements x 32 blocks through shared memory, reading along the window and writing
+// along the blocks, both coalesced. Window tile fastest: tiles reading the same input (k and k + stride/dilation) run
+// together. odml_unfold_params with dims = 1 (work_items unused).
 template <typename T, typename I>
 __global__ void __launch_bounds__(256) unfold1d_tile(const T* __restrict__ src, T* __restrict__ dst,
                                                      const ODML_GRID_CONSTANT odml_unfold_params params) {
@@ -271,10 +253,8 @@ __global__ void __launch_bounds__(256) unfold1d_tile(const T* __restrict__ src, 
     }
 }
 
-// unfold_tile's step to the next window element: kk counts the element's
-// position along each spatial dimension (the last fastest) and koff is its
-// offset in the staged region; a dimension that reaches its window size wraps
-// to 0 and carries into the one before it.
+// unfold_tile's step to the next window element: kk its position along each spatial dimension (the last fastest),
+// koff its offset in the staged region; a dimension reaching its window size wraps to 0 and carries.
 template <int D>
 __device__ __forceinline__ void next_window_element(int (&kk)[D], int& koff, const int (&kstep)[D],
                                                     const int (&kwrap)[D], const int (&wk)[D]) {
@@ -287,17 +267,13 @@ __device__ __forceinline__ void next_window_element(int (&kk)[D], int& koff, con
     }
 }
 
-// UNFOLD through shared memory: a block stages the input region that a box of
-// t[0] x ... x t[D-1] blocks reads (every window element included), zero-filled
-// outside the input, then writes the box's output columns for each of the K
-// window elements. The input is read once per box instead of K times, and an
-// output element costs one shared-memory load and one store, with no bounds
-// check. Region coordinates are int (the host keeps the region within the
-// shared memory it asks for); input and output offsets are 64-bit.
-// odml_unfold_params: work_items = boxes; per spatial d, box (t), box_extent
-// (region extent e) and box_count (boxes along d). Blocks run box fastest,
-// then channel, then batch. VEC = 1: 16-byte stores where the output allows
-// (see the write below); VEC = 0: one element per store.
+// UNFOLD through shared memory: a block stages the input region a box of t[0] x ... x t[D-1] blocks reads,
+// zero-filled outside the input, then writes the box's output columns for each of the K window elements: the input
+// read once per box instead of K times, an output element one shared load and one store, no bounds check. Region
+// coordinates are int (the host keeps the region within the shared memory it asks for); offsets are 64-bit.
+// odml_unfold_params: work_items = boxes; per spatial d, box (t), box_extent (region extent e) and box_count (boxes
+// along d). Blocks run box fastest, then channel, then batch. VEC = 1: 16-byte stores where the output allows (see
+// the write below); VEC = 0: one element per store.
 template <typename T, int D, int VEC>
 __global__ void __launch_bounds__(256) unfold_tile(const T* __restrict__ src, T* __restrict__ dst,
                                                    const ODML_GRID_CONSTANT odml_unfold_params params) {
@@ -396,15 +372,11 @@ __global__ void __launch_bounds__(256) unfold_tile(const T* __restrict__ src, T*
         one_by_one(0);
         return;
     }
-    // VEC = 1 (the host asks for it where the box spans every inner
-    // dimension whole, the output's columns are contiguous and its rows
-    // 16-byte multiples): the box's output columns are one contiguous run per
-    // window element (columns col0 .. col0 + P - 1 of each row); where col0's
-    // address is 16-byte aligned too (checked here, the same for every
-    // thread of the block), a thread writes V consecutive positions with one
-    // 16-byte store per window element, their region offsets computed once.
-    // The positions after the last whole vector, and every position where
-    // the check fails, go to the one-element loop.
+    // VEC = 1 (where the box spans every inner dimension whole, the output's columns are contiguous and its rows
+    // 16-byte multiples): the box's output columns are one contiguous run per window element (each row's columns
+    // col0 .. col0 + P - 1); where col0's address is 16-byte aligned too (checked here, block-uniform), a thread
+    // writes V consecutive positions with one 16-byte store per window element, their region offsets computed once.
+    // The positions after the last whole vector, and all where the check fails, go to the one-element loop.
     constexpr int V = (int)(16 / sizeof(T));
     int first = 0;
     bool whole = p->out_column_stride == 1 && (orow * (i64)sizeof(T)) % 16 == 0;
@@ -463,22 +435,15 @@ __global__ void __launch_bounds__(256) unfold_tile(const T* __restrict__ src, T*
 }
 
 // ---------------------------------------------------------------------------
-// FOLD's sums. SumOf<T, FLT>::type: the accumulator for storage word T. FLT = 0:
-// integers of any signedness, summed as unsigned words (two's complement
-// wrap-around; 8- and 16-bit words sum in 32 bits and are truncated once,
-// which is the same modulo 2^8 / 2^16). FLT = 1: float16 (T = u16) sums in
-// float32 and rounds once to nearest-even (cvt.rn.f16.f32, NumPy's astype);
-// float32 / float64 sum in their own type. Every float addition is an
-// explicit round-to-nearest add.rn (never contracted into an FMA), written in
-// PTX for float32 so that CuPy's -ftz=true (which it appends to every NVRTC
-// compile) cannot flush subnormal sums to zero. A sum starts at +0 and adding
-// +0 to it never changes it (it is never -0), which the staged kernel
-// (fold1d_tile) uses for contributions that do not exist. A NaN sum is
-// stored as the canonical quiet NaN (sign +, payload 0: float16 0x7E00,
-// float32 0x7FC00000, float64 0x7FF8000000000000), written as bits: which
-// payload a sum of NaNs keeps differs between processors (the GPU's NaN
-// results and cvt's are not the CPU's), so this is what every backend stores
-// (runtime/cpu/fold.c, numpy_kernels.prepare_fold).
+// FOLD's sums. SumOf<T, FLT>::type: the accumulator for storage word T. FLT = 0: integers of any signedness, summed
+// as unsigned words (two's complement wrap-around; 8- and 16-bit words sum in 32 bits, truncated once: the same modulo
+// 2^8 / 2^16). FLT = 1: float16 (T = u16) sums in float32 and rounds once to nearest-even (cvt.rn.f16.f32, NumPy's
+// astype); float32 / float64 sum in their own type. Every float addition is an explicit round-to-nearest add.rn
+// (never an FMA), in PTX for float32 so that CuPy's -ftz=true (on every NVRTC compile) cannot flush subnormal sums to
+// zero. A sum starts at +0 and adding +0 never changes it (it is never -0): fold1d_tile adds +0 for contributions
+// that do not exist. A NaN sum is stored as the canonical quiet NaN (sign +, payload 0: float16 0x7E00, float32
+// 0x7FC00000, float64 0x7FF8000000000000), as bits: the payload a sum of NaNs keeps differs between processors, so
+// every backend stores this (runtime/cpu/fold.c, numpy_kernels.prepare_fold).
 
 __device__ __forceinline__ float half_bits_to_float(u16 h) {
     float f;
@@ -534,19 +499,16 @@ template <> struct SumOf<u16, 1> { typedef HalfSum type; };
 template <> struct SumOf<u32, 1> { typedef FloatSum type; };
 template <> struct SumOf<u64, 1> { typedef DoubleSum type; };
 
-// a / b and a % b for a >= 0, b >= 1: 32-bit hardware-friendly division where
-// both fit (always, in practice), 64-bit otherwise.
+// a / b and a % b for a >= 0, b >= 1: 32-bit division where both fit (always, in practice), else 64-bit.
 __device__ __forceinline__ i64 udiv(i64 a, i64 b) {
     if (((u64)a | (u64)b) >> 32 == 0) return (i64)((u32)a / (u32)b);
     return (i64)((u64)a / (u64)b);
 }
 __device__ __forceinline__ i64 umod(i64 a, i64 b) { return a - udiv(a, b) * b; }
 
-// The window elements k of one spatial dimension that reach image coordinate
-// x, in increasing order: k = first, first + step, ... (count of them), where
-// block b = (x + start_padding - k*dilation) / stride is a whole number in
-// [0, blocks). `block` is the block of the first one; each further one moves
-// the block by -step*dilation/stride.
+// The window elements k of one spatial dimension that reach image coordinate x, in increasing order: k = first,
+// first + step, ... (count of them), where block b = (x + start_padding - k*dilation) / stride is whole, in
+// [0, blocks). `block`: the first one's; each further one moves it by -step*dilation/stride.
 struct WindowRun {
     i64 first, block, count;
 };
@@ -601,18 +563,14 @@ __device__ __forceinline__ WindowRun window_run(const odml_window_dim& w, const 
     return r;
 }
 
-// FOLD as a gather, any dimension count: image[n, c, x] = +0 + the
-// contributions of every window element k (row-major, increasing) whose
-// block reaches x. A warp owns a run of 32*V neighbouring image positions of
-// one line (innermost spatial dimension): lane l sums positions x0 + l + 32*j
-// (j < V), so for each window element the warp's loads of the column tensor
-// are consecutive columns (coalesced), and its stores are consecutive image
-// elements. The outer dimensions' window runs are shared by the warp; each
-// address is a base plus a multiple of a per-dimension step (the window index
-// and the block move together), so the loop has no division. The sequence of
-// contributions (outer window elements, then the inner run) is walked in
-// batches of U steps whose U*V loads are all issued before their adds.
-// odml_fold_params: work_items = warps (lines x runs per line).
+// FOLD as a gather, any dimension count: image[n, c, x] = +0 + the contributions of every window element k
+// (row-major, increasing) whose block reaches x. A warp owns a run of 32*V neighbouring image positions of one line
+// (innermost spatial dimension): lane l sums positions x0 + l + 32*j (j < V), so for each window element the warp
+// loads consecutive columns (coalesced) and stores consecutive image elements. The outer dimensions' window runs are
+// shared by the warp; each address is a base plus a multiple of a per-dimension step (window index and block move
+// together): no division in the loop. The contributions (outer window elements, then the inner run) are walked in
+// batches of U steps, their U*V loads all issued before their adds. odml_fold_params: work_items = warps (lines x
+// runs per line).
 template <typename T, int FLT, int D, typename I, int V>
 __global__ void __launch_bounds__(256, ODML_GATHER_BLOCKS(T, D, V)) fold_gather(const T* __restrict__ src, T* __restrict__ dst,
                                                    const ODML_GRID_CONSTANT odml_fold_params params) {
@@ -730,17 +688,13 @@ __global__ void __launch_bounds__(256, ODML_GATHER_BLOCKS(T, D, V)) fold_gather(
     }
 }
 
-// FOLD in 1-D with a stride of 32 or more (overlap-add: frames of 1024, hop
-// 256). Image position x is written q = x + start_padding = m*stride + r
-// (m: hop, r: residue). Its contributions are the window elements k with
-// k*dilation = r + j*stride for j = 0, 1, ... (increasing j is increasing k),
-// from block m - j. A CUDA block owns MH = 32 hops x RC residues; for each j
-// in turn it stages the RC x MH columns it needs in shared memory (read along
-// the blocks: consecutive columns, coalesced; zero where no such window
-// element or block exists) and each thread adds its tile entries to its
-// accumulators (registers), then writes its positions: consecutive residues,
-// so the stores are consecutive too. Blocks run residue tile fastest, then
-// hop tile, then channel, then batch.
+// FOLD in 1-D with a stride of 32 or more (overlap-add: frames of 1024, hop 256). Image position x is written q = x +
+// start_padding = m*stride + r (m: hop, r: residue). Its contributions are the window elements k with k*dilation = r
+// + j*stride for j = 0, 1, ... (increasing j is increasing k), from block m - j. A CUDA block owns MH = 32 hops x RC
+// residues; for each j it stages the RC x MH columns it needs in shared memory (read along the blocks, coalesced;
+// zero where no such window element or block exists) and each thread adds its tile entries to its register
+// accumulators, then writes its positions: consecutive residues, consecutive stores. Blocks run residue tile fastest,
+// then hop tile, then channel, then batch.
 template <typename T, int FLT, int RC>
 __global__ void __launch_bounds__(256, ODML_TILE_BLOCKS) fold1d_tile(const T* __restrict__ src, T* __restrict__ dst,
                                                    const ODML_GRID_CONSTANT odml_fold_params params) {
@@ -804,13 +758,10 @@ __global__ void __launch_bounds__(256, ODML_TILE_BLOCKS) fold1d_tile(const T* __
     }
 }
 
-// SLICE_GRAD: out[p] = in[i] where p == first + i*step in every dimension
-// (0 <= i < taken), else 0; every output word written once (odml_scatter_params,
-// counted in words of W: the host widens the innermost dimension to 16-byte
-// words where it is contiguous on both sides and everything is aligned, as for
-// copies; REV: the innermost input runs backwards, elements reversed inside a
-// word). ITEMS words per thread, loads before stores; threads follow the
-// output's memory order, so stores are coalesced.
+// SLICE_GRAD: out[p] = in[i] where p == first + i*step in every dimension (0 <= i < taken), else 0; every output word
+// written once (odml_scatter_params in words of W: the host widens a contiguous, aligned innermost dimension to
+// 16-byte words as for copies; REV: the innermost input runs backwards, elements reversed inside a word). ITEMS words
+// per thread, loads before stores; threads follow the output's memory order (coalesced stores).
 template <typename W, int D, int REV, typename I, int ITEMS>
 __global__ void __launch_bounds__(256) scatter(const W* __restrict__ src, W* __restrict__ dst,
                                                const ODML_GRID_CONSTANT odml_scatter_params params) {

@@ -1,19 +1,13 @@
-"""Compiling opendml's CUDA kernels and launching them.
+"""Compiling opendml's CUDA kernels (NVRTC through CuPy, cached per device and specialisation) and launching them.
 
-Kernels are compiled at run time by NVRTC through CuPy and cached per device
-and specialisation (``kernel_file``: ``kernels.cu``, the tuned SLICE, UNFOLD,
-FOLD and SLICE_GRAD kernels; ``move.cu``, the move program's copies, fills
-and conversions; ``layout.cu``, its transposes and padding kernels). Every
-kernel takes (source words, destination words, parameter block): one of the
-C structs of ``runtime/params.h`` (NVRTC gets ``-I<runtime dir>``), filled
-through its ctypes mirror in ``opendml.runtime.params`` and passed BY VALUE
-(``cuLaunchKernel`` copies its bytes, at most ``MAX_PARAM_BYTES``): a launch
-allocates no device memory, makes no upload and can be captured into a CUDA
-graph. ``--fmad=false``: no multiply is fused into FOLD's sums (kernels.cu).
-A first launch (compiling or loading its kernel) runs with the thread's
-stream-capture mode relaxed; launch errors raise ``RuntimeError`` naming the
-kernel and the driver's error. CuPy is imported here only, i.e. only when a
-CUDA device is asked for.
+Sources (``kernel_file``): ``kernels.cu``, the tuned SLICE, UNFOLD, FOLD and SLICE_GRAD kernels; ``move.cu``, the move
+program's copies, fills and conversions; ``layout.cu``, its transposes and padding kernels. Every kernel takes (source
+words, destination words, parameter block): one of ``runtime/params.h``'s C structs (NVRTC gets ``-I<runtime dir>``),
+filled through its ctypes mirror in ``opendml.runtime.params`` and passed BY VALUE (``cuLaunchKernel`` copies its
+bytes, at most ``MAX_PARAM_BYTES``): a launch allocates no device memory, makes no upload and can be captured into a
+CUDA graph. ``--fmad=false``: no multiply is fused into FOLD's sums. A first launch (compiling or loading its kernel)
+runs with the thread's stream-capture mode relaxed; launch errors raise ``RuntimeError`` naming the kernel and the
+driver's error. CuPy is imported here only, i.e. only when a CUDA device is asked for.
 """
 from __future__ import annotations
 
@@ -76,9 +70,8 @@ def probe() -> tuple[bool, str]:
 
 @functools.cache
 def _source(path: pathlib.Path = KERNELS) -> str:
-    """A kernel file, headed by a digest of params.h and move.cu: CuPy's
-    on-disk kernel cache keys on the source text and options, not on included
-    files, so a changed header must change the source."""
+    """A kernel file headed by a digest of params.h and move.cu: CuPy's disk cache keys on source text and options,
+    not included files, so a changed header must change the source."""
     digest = hashlib.sha256(P.HEADER.read_bytes() + MOVE_KERNELS.read_bytes()).hexdigest()[:16]
     return f"// params.h, move.cu {digest}\n" + path.read_text(encoding="utf-8")
 
@@ -93,12 +86,10 @@ def kernel_file(name: str) -> pathlib.Path:
 
 
 class Kernel:
-    """One compiled specialisation: ``ptr`` is the driver's CUfunction (the
-    launches use it). Calling it runs the kernel as CuPy's ``Function`` call
-    does, for tuning scripts: ``k(grid, block, (src_ptr, dst_ptr, params),
-    shared_mem=0, stream=None)`` with ``params`` a ``runtime.params``
-    structure (by value) and the pointers ints or CuPy arrays, on ``stream``
-    (a CuPy stream; default: CuPy's current one)."""
+    """One compiled specialisation: ``ptr`` is the driver's CUfunction (the launches use it). For tuning scripts,
+    calling it runs the kernel as CuPy's ``Function`` call does: ``k(grid, block, (src_ptr, dst_ptr, params),
+    shared_mem=0, stream=None)``, ``params`` a ``runtime.params`` structure (by value), the pointers ints or CuPy
+    arrays, ``stream`` a CuPy stream (default: CuPy's current one)."""
 
     __slots__ = ("function", "ptr", "name")
 
@@ -120,10 +111,8 @@ class Kernel:
 
 @functools.cache
 def _kernel(device_id: int, name: str, options: tuple = OPTIONS) -> Kernel:
-    """One compiled specialisation, e.g. ``strided_copy<uint4, 3, 0, u32, 1, 0>``
-    (compiled or loaded with the calling thread's stream-capture mode relaxed:
-    a first call may come while a CUDA graph is being captured), from
-    ``kernel_file(name)``."""
+    """One compiled specialisation from ``kernel_file(name)``, e.g. ``strided_copy<uint4, 3, 0, u32, 1, 0>``, with
+    the thread's stream-capture mode relaxed (a first call may come during a CUDA graph capture)."""
     cupy = _cupy()
     with capture_relaxed(), cupy.cuda.Device(device_id):
         module = cupy.RawModule(code=_source(kernel_file(name)), options=options, name_expressions=(name,))
@@ -131,8 +120,8 @@ def _kernel(device_id: int, name: str, options: tuple = OPTIONS) -> Kernel:
 
 
 def device_params(params: ctypes.Structure) -> ctypes.Structure:
-    """The parameter block as a kernel takes it: by value, so a copy of the
-    structure itself (tuning scripts pass it to a ``Kernel`` call)."""
+    """The parameter block as a kernel takes it (by value): a copy of the structure, for tuning scripts' ``Kernel``
+    calls."""
     return type(params).from_buffer_copy(params)
 
 
@@ -145,10 +134,9 @@ _CU_ERROR_CONTEXT_IS_DESTROYED = 709
 
 @functools.cache
 def _driver():
-    """(cuLaunchKernel, cuGetErrorName, cuThreadExchangeStreamCaptureMode or
-    None) from the CUDA driver library through ctypes, or None where it cannot
-    be loaded. cuLaunchKernel is called with ready-made ctypes objects and no
-    argtypes (no per-call conversion)."""
+    """(cuLaunchKernel, cuGetErrorName, cuThreadExchangeStreamCaptureMode or None) from the CUDA driver library
+    through ctypes, or None where it cannot be loaded. cuLaunchKernel has no argtypes (called with ready-made ctypes
+    objects: no per-call conversion)."""
     names = ["nvcuda.dll"] if sys.platform == "win32" else ["libcuda.so.1", "libcuda.so"]
     for name in names:
         try:
@@ -173,12 +161,9 @@ _CU_STREAM_CAPTURE_MODE_RELAXED = 2
 
 @contextlib.contextmanager
 def capture_relaxed():
-    """The calling thread's stream-capture mode set to relaxed (CUDA's
-    ``cuThreadExchangeStreamCaptureMode``) for the block, then restored:
-    loading a module or querying the device while another stream of this
-    thread (or, in "global" mode, of any thread) is capturing a CUDA graph
-    is then allowed instead of invalidating the capture. Nothing is
-    enqueued on any stream inside."""
+    """The calling thread's stream-capture mode relaxed (``cuThreadExchangeStreamCaptureMode``) for the block, then
+    restored: loading a module or querying the device while a stream of this thread (or, in "global" mode, of any
+    thread) captures a CUDA graph is then allowed instead of invalidating the capture. Nothing is enqueued inside."""
     drv = _driver()
     exchange = drv[2] if drv is not None else None
     mode = ctypes.c_int(_CU_STREAM_CAPTURE_MODE_RELAXED)
@@ -193,8 +178,7 @@ def capture_relaxed():
 
 @functools.cache
 def _fast_launch():
-    """opendml's C ``cuda_launch`` (in the CPU extension), or None where the
-    extension is not built."""
+    """opendml's C ``cuda_launch`` (in the CPU extension), or None where it is not built."""
     from ..cpu.backend import _load_native
     native = _load_native()
     return None if native is None else native.cuda_launch
@@ -222,10 +206,9 @@ def _error_name(rc: int) -> str:
     return f"CUDA error {rc}"
 
 
-#: How launches are made: "native" (cuLaunchKernel from opendml's C extension,
-#: native/cuda_launch.c) where the extension and the driver library load, else
-#: "driver" (cuLaunchKernel through ctypes), else "cupy" (CuPy's binding of
-#: cuLaunchKernel). Benchmarks may set it before a backend builds its launches.
+#: How launches are made: "native" (cuLaunchKernel from opendml's C extension, native/cuda_launch.c) where the
+#: extension and the driver library load, else "driver" (through ctypes), else "cupy" (CuPy's binding). Benchmarks
+#: may set it before a backend builds its launches.
 LAUNCH_VIA = "native"
 
 
@@ -237,15 +220,11 @@ def launch_route(via: str) -> str:
 
 
 class Launch:
-    """One cached launch: a compiled kernel, its parameter block (a ctypes
-    structure in host memory, owned here and passed by value: each
-    ``cuLaunchKernel`` copies its bytes), the grid, and the driver's argument
-    array whose two pointer slots are rewritten per call.
-    ``launch(src_ptr, dst_ptr, stream_ptr)`` queues it. ``function_ptr``: the
-    kernel's CUfunction; ``params_ptr``: the HOST address of the parameter
-    structure (alive while this Launch is), which native/cuda_launch.c
-    passes as the launch's third argument; ``via``: "native", "driver" or
-    "cupy" (``LAUNCH_VIA``, where available)."""
+    """One cached launch: a compiled kernel, its parameter block (a ctypes structure in host memory, owned here, passed
+    by value), the grid, and the driver's argument array whose two pointer slots are rewritten per call.
+    ``launch(src_ptr, dst_ptr, stream_ptr)`` queues it. ``function_ptr``: the kernel's CUfunction; ``params_ptr``: the
+    HOST address of the parameter structure (alive while this Launch is), native/cuda_launch.c's third launch
+    argument; ``via``: "native", "driver" or "cupy" (``LAUNCH_VIA``, where available)."""
 
     __slots__ = ("name", "blocks", "smem", "function", "params", "plan", "backend", "_src", "_dst", "_argv",
                  "_call", "_lock", "_fast", "function_ptr", "params_ptr", "via")
@@ -258,19 +237,15 @@ class Launch:
         self._lock = threading.Lock()
         self.function_ptr, self.params_ptr = kernel.ptr, ctypes.addressof(params)
         self.via = launch_route(via)
-        # The same cuLaunchKernel from opendml's C extension: no per-call
-        # argument conversion (native/cuda_launch.c); ctypes where it is absent.
-        # The ctypes objects of the other routes are made on their first use
-        # (_slow): a launch made for one new shape is usually never retried.
+        # cuLaunchKernel from opendml's C extension: no per-call argument conversion (native/cuda_launch.c). The
+        # other routes' ctypes objects are made on first use (_slow): a launch for one new shape is rarely retried.
         self._fast = _fast_launch() if self.via == "native" else None
         self._call = self._argv = self._src = self._dst = None
 
     def _slow(self):
-        """The ctypes route's objects, made once: the two pointer slots, the
-        driver's argument array (the address of each argument's value; the
-        third is the parameter structure itself, by value) and the bound
-        ``cuLaunchKernel`` ``_call(stream, argv, extra)`` (on CuPy's route,
-        its binding of it). Called with ``_lock`` held."""
+        """The ctypes route's objects, made once (``_lock`` held): the two pointer slots, the driver's argument array
+        (each argument's address; the third the parameter structure itself, by value) and the bound
+        ``cuLaunchKernel`` ``_call(stream, argv, extra)`` (CuPy's binding on its route)."""
         if self._argv is None:
             self._src, self._dst = ctypes.c_uint64(0), ctypes.c_uint64(0)
             if self.via != "cupy":
@@ -309,8 +284,8 @@ class Launch:
             self._retry(rc, src_ptr, dst_ptr, stream)
 
     def _driver_launch(self, src_ptr, dst_ptr, stream) -> int:
-        """cuLaunchKernel (``_call``), the two pointer slots rewritten under
-        the lock: the driver's return code (CuPy's route raises instead)."""
+        """cuLaunchKernel (``_call``), the pointer slots rewritten under the lock: the driver's return code (CuPy's
+        route raises instead)."""
         with self._lock:
             self._slow()
             self._src.value = src_ptr
@@ -319,10 +294,9 @@ class Launch:
 
     def _retry(self, rc, src_ptr, dst_ptr, stream):
         if rc in (_CU_ERROR_INVALID_CONTEXT, _CU_ERROR_INVALID_HANDLE, _CU_ERROR_CONTEXT_IS_DESTROYED):
-            # No context (a thread that never used CUDA) or another device's is
-            # current: cudaSetDevice makes the device's primary context current
-            # in this thread (CuPy's ``with device`` skips the call when the
-            # device number already matches), then the caller's device returns.
+            # No context (a thread that never used CUDA) or another device's: cudaSetDevice makes the device's
+            # primary context current (CuPy's ``with device`` skips it when the device number matches), then the
+            # caller's device is restored.
             rt = self.backend.cupy.cuda.runtime
             previous = rt.getDevice()
             rt.setDevice(self.backend.index)
@@ -338,17 +312,14 @@ class Launch:
 
 # -- launches made in C (calls_move_new.c's call_cache_move_new) ---------------------
 
-#: Compiled kernels by device for the launches C makes for new shapes:
-#: {device index: {kernel name: CUfunction}}, filled by ``add_new_kernel``.
+#: Compiled kernels C may launch for new shapes: {device index: {kernel name: CUfunction}} (``add_new_kernel``).
 _NEW_KERNELS: dict = {}
 _NATIVE_FOUND: list = []                     # [True] once the extension's launcher and the driver were found
 
 
 def new_kernels() -> dict | None:
-    """The compiled kernels C may launch new shapes with (``_NEW_KERNELS``),
-    or None where launches are not made by the C extension's launcher
-    (``LAUNCH_VIA`` is not "native", or the extension or the driver library
-    is missing): C then leaves CUDA calls to the Python route."""
+    """``_NEW_KERNELS``, or None where launches are not the C extension's (``LAUNCH_VIA`` not "native", or the
+    extension or the driver library missing): C then leaves CUDA calls to the Python route."""
     if LAUNCH_VIA != "native":
         return None
     if not _NATIVE_FOUND:                    # (both, once found, stay: looked for until then)
@@ -365,10 +336,9 @@ def add_new_kernel(index: int, name: str) -> None:
 
 def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, src: int, dst: int,
              stream: int) -> None:
-    """Queue a launch C made (a call-cache entry of ``call_cache_move_new``)
-    whose own launch failed: through a ``Launch`` of the same kernel, grid
-    and parameter bytes, which makes the device's context current on a
-    thread without it and raises opendml's error naming the CUDA error."""
+    """Queue a launch C made (a ``call_cache_move_new`` entry) whose own launch failed, through a ``Launch`` of the
+    same kernel, grid and parameter bytes: it makes the device's context current on a thread without one and raises
+    opendml's error naming the CUDA error."""
     block = ctypes.create_string_buffer(bytes(params), len(params))
     device_of = types.SimpleNamespace(cupy=_cupy(), index=device)   # what a Launch reads of its backend
     kernel = types.SimpleNamespace(ptr=function)                     # what a Launch reads of its kernel
@@ -376,12 +346,10 @@ def relaunch(device: int, function: int, grid: int, smem: int, params: bytes, sr
 
 
 def check_alignment(element_size: int, src_ptr: int, dst_ptr: int, what: str) -> None:
-    """``UnsupportedError`` naming ``what`` (the operator) and the address
-    where the input's (``src_ptr``) or the output's (``dst_ptr``) device
-    address is not a multiple of ``element_size``: every kernel reads and
-    writes whole elements, and a misaligned one would fault
-    (cudaErrorMisalignedAddress), losing the process's CUDA context. Checked
-    before anything is launched."""
+    """``UnsupportedError`` naming ``what`` (the operator) and the address where the input's (``src_ptr``) or the
+    output's (``dst_ptr``) device address is not a multiple of ``element_size``, checked before any launch: kernels
+    read and write whole elements, and a misaligned one would fault (cudaErrorMisalignedAddress), losing the process's
+    CUDA context."""
     es = element_size
     for role, ptr in (("input", src_ptr), ("output", dst_ptr)):
         if ptr % es:

@@ -1,17 +1,13 @@
-// opendml CUDA kernels of the move program that rearrange: small transposes
-// (move_tile: SPACE_TO_DEPTH, DEPTH_TO_SPACE), tiled transposes through shared
-// memory (move_transpose: permuted views made contiguous) and a padding
-// program in one pass (move_pad: a warp per row; move_padw: a thread per
-// aligned 16-byte output word; move_padr: a warp per row, aligned 16-byte
-// stores). Built on move.cu (types, parameter access, index splitting and
-// maps), compiled as move.cu is (launch.py: NVRTC with -I<this
-// folder>; tests/runtime/nvcc/ instantiates the templates for plain nvcc).
+// opendml CUDA kernels of the move program that rearrange: small transposes (move_tile: SPACE_TO_DEPTH,
+// DEPTH_TO_SPACE), tiled transposes through shared memory (move_transpose: permuted views made contiguous) and a
+// padding program in one pass (move_pad: a warp per row; move_padw: a thread per aligned 16-byte output word;
+// move_padr: a warp per row, aligned 16-byte stores). Built on move.cu (types, parameter access, index splitting,
+// maps) and compiled as it is.
 #define ODML_LAYOUT
 #include "move.cu"
 
-// 16 bytes starting kb bytes into the 32 bytes a, b (kb a multiple of ES,
-// the element size): whole 4-byte words (kw) selected, then (2-byte and
-// 1-byte elements) funnel shifts.
+// 16 bytes starting kb bytes into the 32 bytes a, b (kb a multiple of ES, the element size): whole 4-byte words (kw)
+// selected, then funnel shifts (2- and 1-byte elements).
 template <int ES>
 __device__ __forceinline__ uint4 odml_realign(const uint4 a, const uint4 b, const u32 kb) {
     const u32 x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
@@ -27,11 +23,9 @@ __device__ __forceinline__ uint4 odml_realign(const uint4 a, const uint4 b, cons
                       __funnelshift_r(y[2], y[3], kr), __funnelshift_r(y[3], y[4], kr));
 }
 
-// The aligned 16-byte word at a, of which only the bytes inside [lo, hi) (byte
-// addresses: a source row's elements) are read: whole where it lies inside,
-// else element by element with the rest zero, so that realigning the words
-// at a row's ends never reads outside the row (nor, at the bound range's
-// ends, outside the buffer). a is element-aligned.
+// The aligned 16-byte word at a (element-aligned), only its bytes inside [lo, hi) (a source row's elements) read:
+// whole where it lies inside, else element by element, the rest zero, so realigning the words at a row's ends never
+// reads outside the row (nor, at the bound range's ends, the buffer).
 template <typename T>
 __device__ __forceinline__ uint4 odml_ldg_in(const uint4* a, unsigned long long lo, unsigned long long hi) {
     const unsigned long long b = (unsigned long long)a;
@@ -50,13 +44,11 @@ __device__ __forceinline__ uint4 odml_ldg_in(const uint4* a, unsigned long long 
     return f.w;
 }
 
-// A plain copy whose destination runs are a small transpose of its source
-// runs (SPACE_TO_DEPTH, DEPTH_TO_SPACE): each thread moves an R x V tile,
-// axis X (R positions: p->dim[NDIM]) by axis Y (V positions: element strides
-// in p->dim[NDIM + 1]); dims 0..NDIM-1 are the tiles' index space (the pass
-// without X, Y's dimension divided by V: count tiles). Loads: R runs of V
-// (Y consecutive in the source) or one run of R*V (X consecutive, Y stride R);
-// stores likewise on the destination side; vector words where aligned.
+// A plain copy whose destination runs are a small transpose of its source runs (SPACE_TO_DEPTH, DEPTH_TO_SPACE): each
+// thread moves an R x V tile, axis X (R positions: p->dim[NDIM]) by axis Y (V positions: element strides in
+// p->dim[NDIM + 1]); dims 0..NDIM-1: the tiles' index space (steps.py's group pass, count tiles). Loads: R runs of V
+// (Y consecutive in the source) or one run of R*V (X consecutive, Y stride R); stores likewise; vector words where
+// aligned.
 template <typename S, int NDIM, typename I, int R, int V>
 __global__ void __launch_bounds__(256) move_tile(const S* __restrict__ src, S* __restrict__ dst,
                                                  const ODML_GRID_CONSTANT odml_move_params params) {
@@ -124,18 +116,13 @@ __global__ void __launch_bounds__(256) move_tile(const S* __restrict__ src, S* _
 template <int B> struct odml_tword { typedef u32 t; };
 template <> struct odml_tword<8> { typedef u64 t; };
 
-// A plain copy that transposes: the destination's innermost dimension X
-// (p->dim[NB]: size, source stride, destination stride 1) is not the
-// source's, whose innermost dimension is Y (p->dim[NB + 1]: size, source
-// stride 1, destination stride) -- an NCHW view of an NHWC tensor made
-// contiguous, the reverse, a 5-D permutation. Each block moves one TILE x
-// TILE tile of (X, Y) through shared memory: it reads TILE runs of TILE
-// consecutive source elements along Y (coalesced across the warp), then
-// writes TILE runs of TILE consecutive destination elements along X
-// (coalesced), all of a thread's loads in flight before the barrier. Dims
-// 0..NB-1 are the tiles' outer index space (p->count positions, any
-// strides). Block b: tile column b % tx (X), tile row (b / tx) % ty (Y),
-// outer position b / (tx * ty); partial tiles at the ends of X and Y.
+// A plain copy that transposes: the destination's innermost dimension X (p->dim[NB]: size, source stride, destination
+// stride 1) is not the source's, Y (p->dim[NB + 1]: size, source stride 1, destination stride): an NCHW view of an
+// NHWC tensor made contiguous, the reverse, a 5-D permutation. Each block moves one TILE x TILE tile of (X, Y)
+// through shared memory: TILE coalesced reads of TILE consecutive source elements along Y, then TILE coalesced writes
+// along X, a thread's loads all in flight before the barrier. Dims 0..NB-1: the tiles' outer index space (p->count
+// positions, any strides). Block b: tile column b % tx (X), tile row (b / tx) % ty (Y), outer position b / (tx * ty);
+// partial tiles at the ends.
 template <typename T, int NB, int TILE>
 __global__ void __launch_bounds__(256) move_transpose(const T* __restrict__ src, T* __restrict__ dst,
                                                       const ODML_GRID_CONSTANT odml_move_params params) {
@@ -148,10 +135,8 @@ __global__ void __launch_bounds__(256) move_transpose(const T* __restrict__ src,
     const odml_move_dim& X = p->dim[NB];
     const odml_move_dim& Y = p->dim[NB + 1];
     const u64 nx = (u64)X.size, ny = (u64)Y.size;
-    // the block's tile and outer position in 32-bit arithmetic (the grid is
-    // below 2^31 blocks, so are the quotients; a dimension of 2^32 and more
-    // takes the whole rest): 64-bit divisions cost more than a small tile's
-    // copy (the 5-D permutation of 32 MiB)
+    // the block's tile and outer position in 32-bit arithmetic (grid and quotients below 2^31; a dimension of 2^32
+    // and more takes the whole rest): 64-bit divisions cost more than a small tile's copy (32 MiB's 5-D permutation)
     const u32 tx = (u32)((nx + TILE - 1) / TILE), ty = (u32)((ny + TILE - 1) / TILE);
     u32 b = blockIdx.x;
     const u32 bx = b % tx;
@@ -227,18 +212,14 @@ struct odml_rowmap {
     }
 };
 
-// A padding program as one pass over the output, one warp per output row
-// (the innermost dimension, destination and source stride 1; p: the fused
-// padding pass, dims 0..NDIM-2 the rows' index space with their maps, dim
-// NDIM-1 the row with its map). The row's first elements up to a 16-byte
-// boundary and its last ones are stored element by element; in between each
-// lane stores aligned 16-byte words: one whose elements all come from the
-// source row's interior is read as the one or two aligned 16-byte source words
-// holding them, realigned with funnel shifts (the shift is the same all along
-// the row); the others (the row's borders, CONSTANT rows) element by element
-// through the row's map. Rows whose source coordinate is CONSTANT-outside are
-// the fill word. (Two rows a warp, all loads first, measured slower on an
-// H100: 0.39-0.40 ms against 0.27 ms.)
+// A padding program as one pass over the output, one warp per output row (the innermost dimension, destination and
+// source stride 1; p: the fused padding pass, dims 0..NDIM-2 the rows' index space with their maps, dim NDIM-1 the
+// row with its map). The row's first elements up to a 16-byte boundary and its last ones are stored element by
+// element; in between each lane stores aligned 16-byte words: one whose elements all come from the source row's
+// interior is read as the one or two aligned 16-byte source words holding them, realigned with funnel shifts (one
+// shift along the row); the others (borders, CONSTANT rows) element by element through the row's map.
+// CONSTANT-outside rows are the fill word. (Two rows a warp, all loads first: slower on an H100, 0.39-0.40 ms against
+// 0.27.)
 template <typename T, int NDIM, typename I>
 __global__ void __launch_bounds__(256) move_pad(const T* __restrict__ src, T* __restrict__ dst,
                                                 const ODML_GRID_CONSTANT odml_move_params params) {
@@ -338,26 +319,18 @@ __device__ __forceinline__ i64 odml_row_offset32(const odml_move_params* __restr
     return fill ? (i64)-1 : a;
 }
 
-// A padding program as one pass over the FLAT output (contiguous: the fused
-// padding pass of move_pad with destination offset 0 and row-major
-// destination strides; 32-bit indices, every size below 2^30), in aligned
-// 16-byte output words: word k covers flat elements [k*V - m, k*V - m + V)
-// (m: the output address's misalignment in elements), so every full word is
-// one aligned 16-byte store whatever the row length. Each thread takes U
-// words of a block of blockDim*U words (word (b*U + j)*blockDim.x +
-// threadIdx.x of block b: each store instruction is coalesced across the
-// warp) and issues the loads of all of them before the first store: first
-// every word whose V elements lie in one row and all come from the source
-// row's interior, as the one or two aligned 16-byte source words holding them
-// (realigned after the loads), then the others (a row's borders, a word
-// crossing into the next row, a fill row) element by element through the
-// row's and the column's maps. The (at most two) partial words at the ends of
-// the output go element by element after the loads. MINB: resident blocks per
-// multiprocessor the registers must allow (__launch_bounds__; on an H100 one
-// word a thread with MINB 8, 32 registers, ran fastest: benchmarks/RESULTS.md).
-// (Measured no faster and not kept: shuffled source words, a persistent grid,
-// the L2::256B load hint, an affine form of the one-period border map;
-// move_padr, a warp per row, is the default for rows of 256 bytes and more.)
+// A padding program as one pass over the FLAT output (contiguous: the fused padding pass of move_pad with destination
+// offset 0 and row-major destination strides; 32-bit indices, every size below 2^30), in aligned 16-byte output
+// words: word k covers flat elements [k*V - m, k*V - m + V) (m: the output address's misalignment in elements), so
+// every full word is one aligned 16-byte store whatever the row length. Each thread takes U words of a block of
+// blockDim*U words (word (b*U + j)*blockDim.x + threadIdx.x of block b: coalesced stores) and issues all their loads
+// before the first store: first every word whose V elements lie in one row and come from the source row's interior,
+// as the one or two aligned 16-byte source words holding them (realigned after the loads), then the others (a row's
+// borders, a word crossing into the next row, a fill row) element by element through the row's and the column's maps.
+// The (at most two) partial words at the output's ends go element by element after the loads. MINB: resident blocks
+// per multiprocessor (__launch_bounds__; on an H100 one word a thread, MINB 8, 32 registers, ran fastest:
+// benchmarks/RESULTS.md). (Measured no faster, not kept: shuffled source words, a persistent grid, the L2::256B load
+// hint, an affine one-period border map. move_padr is the default for rows of 256 bytes and more.)
 template <typename T, int NDIM, int U, int MINB>
 __global__ void __launch_bounds__(256, MINB) move_padw(const T* __restrict__ src, T* __restrict__ dst,
                                                        const ODML_GRID_CONSTANT odml_move_params params) {
@@ -458,25 +431,18 @@ __device__ __forceinline__ T odml_padcol(const T* __restrict__ srow, bool live, 
     return srow[i];
 }
 
-// A padding program as one pass over the contiguous output (move_padw's
-// conditions), one warp per output row r (columns 0..W-1, flat elements
-// r*W..): the row's source offset once (odml_row_offset32, -1: a fill row),
-// then (1) the aligned 16-byte output words of the row whose V elements all
-// come from the source row's interior (for a fill row: all its aligned
-// words), U words a lane a round, each realigned from the one or two aligned
-// 16-byte source words holding it (the byte shift kb is the same all along
-// the row): the second is the next lane's first (warp shuffles), loaded only
-// for the round's last word of each lane that has no next one, and (2) the
-// row's other columns (its borders and the partial words it shares with the
-// rows beside it), one element a lane through the row's map, loaded with the
-// first round. Every load of a round is issued before its stores. Few live
-// registers (the state of a row is a handful of words), so that many warps
-// fit: the kernel waits on memory, and on an H200 (ncu) 56
-// registers a thread (4 blocks a multiprocessor) held it at 0.84-0.86 of
-// copy bandwidth. MINB: resident blocks per multiprocessor the registers
-// must allow (__launch_bounds__); FL & 4: element by element (below); FL & 2: (elements of 4 bytes and more)
-// each interior word read as its V elements, coalesced across the warp, with
-// no realignment nor shuffles.
+// A padding program as one pass over the contiguous output (move_padw's conditions), one warp per output row r
+// (columns 0..W-1, flat elements r*W..): the row's source offset once (odml_row_offset32, -1: a fill row), then (1)
+// the aligned 16-byte output words of the row whose V elements all come from the source row's interior (for a fill
+// row: all its aligned words), U words a lane a round, each realigned from the one or two aligned 16-byte source
+// words holding it (the byte shift kb is the same all along the row): the second is the next lane's first (warp
+// shuffles), loaded only for the round's last word of each lane that has no next one, and (2) the row's other columns
+// (its borders and the partial words it shares with the rows beside it), one element a lane through the row's map,
+// loaded with the first round. Every load of a round is issued before its stores. Few live registers (a row's state
+// is a handful of words) so that many warps fit: the kernel waits on memory (H200, ncu: 56 registers, 4 blocks a
+// multiprocessor, held it at 0.84-0.86 of copy bandwidth). MINB: resident blocks per multiprocessor
+// (__launch_bounds__); FL & 4: element by element (below); FL & 2 (elements of 4 bytes and more): each interior word
+// read as its V elements, coalesced across the warp, no realignment nor shuffles.
 template <typename T, int NDIM, int U, int MINB, int FL>
 __global__ void __launch_bounds__(256, MINB) move_padr(const T* __restrict__ src, T* __restrict__ dst,
                                                  const ODML_GRID_CONSTANT odml_move_params params) {

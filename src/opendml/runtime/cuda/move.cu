@@ -1,30 +1,22 @@
-// opendml CUDA kernels of the move program (plan.MovePlan: the data-movement
-// family). Compiled at run time by NVRTC through CuPy (launch.py, one
-// specialisation per template arguments, `-I<runtime dir>` for params.h,
-// `--fmad=false`); tests/runtime/nvcc/ instantiates the templates for plain
-// nvcc (the check without a GPU); `g++ -x c++ -DODML_MOVE_HOST` builds the
-// conversion functions alone for the host (tests/runtime/test_cuda_move.py
+// opendml CUDA kernels of the move program (plan.MovePlan: the data-movement family), compiled as kernels.cu is;
+// `g++ -x c++ -DODML_MOVE_HOST` builds the conversion functions alone for the host (tests/runtime/test_cuda_move.py
 // compares them with the CPU backend's NumPy conversion bit for bit).
 //
-// Kernels (each takes (source words, destination words, odml_move_params BY
-// VALUE), as every opendml kernel does; one launch per pass of the program):
-// move_fill (dst[o] = fill word), move_vec (vectorised copies, conversions,
-// maps), move_wcopy (16-byte word copies), move_cvt (a contiguous conversion,
-// U runs a thread); layout.cu's the transposes and padding programs.
-// Threads walk the destination in memory order (dimensions are ordered by
-// destination stride by the host), ITEMS elements per thread, all loads issued
-// before the first store. Destination coordinates come from the flat index by
-// multiply-shift division (32-bit index type I, the host picks it where the
-// count and sizes fit below 2^31) or plain 64-bit division (I = u64); element
-// offsets are 64-bit.
+// Kernels (each takes (source words, destination words, odml_move_params BY VALUE), as every opendml kernel does; one
+// launch per pass of the program): move_fill (dst[o] = fill word), move_vec (vectorised copies, conversions, maps),
+// move_wcopy (16-byte word copies), move_cvt (a contiguous conversion, U runs a thread); layout.cu's the transposes
+// and padding programs. Threads walk the destination in memory order (the host orders dimensions by destination
+// stride), ITEMS elements per thread, all loads before the first store. Destination coordinates come from the flat
+// index by multiply-shift division (I = u32, where count and sizes fit below 2^31) or 64-bit division (I = u64);
+// element offsets are 64-bit.
 //
 // Conversion (CONV = 1) follows the CPU backend's NumPy kernels
 // (numpy_kernels.convert_array, prepare_move_pass) bit for bit on an x86 host:
 //   * float -> integer: truncate toward zero, saturate, NaN -> 0 (via float64);
 //   * integer -> integer: two's complement wrap (low bits);
-//   * integer -> float: round to nearest even (int -> float16 through float32,
-//     exact where it matters: every integer a float16 can hold is exact in
-//     float32, and the others overflow to infinity either way);
+//   * integer -> float: round to nearest even (int -> float16 through float32:
+//     every integer a float16 holds is exact in float32, the others overflow
+//     to infinity either way);
 //   * float16 <-> float32/float64: NumPy's software conversion (round to
 //     nearest even, subnormals kept, NaN payload shifted and NOT quieted,
 //     a NaN whose payload would vanish gets payload 1);
@@ -175,11 +167,9 @@ ODML_HD u32 odml_f2h(u32 f) {  // float32 -> float16 bits, round to nearest even
     return sign | r;
 }
 
-// float32 -> float16 bits as odml_f2h: on the device the hardware's
-// round-to-nearest-even conversion (cvt.rn.f16.f32, no .ftz: the same result
-// as odml_f2h for every non-NaN value, subnormals and the overflow to infinity
-// included), NaNs through odml_f2h (NumPy's payload rule; the hardware would
-// give its canonical NaN).
+// float32 -> float16 bits as odml_f2h: on the device the hardware's cvt.rn.f16.f32 (no .ftz: odml_f2h's result for
+// every non-NaN value, subnormals and overflow to infinity included), NaNs through odml_f2h (NumPy's payload rule;
+// the hardware would give its canonical NaN).
 ODML_HD u32 odml_f2h_fast(u32 f) {
 #ifdef __CUDA_ARCH__
     if (odml_nan32(f)) return odml_f2h(f);
@@ -216,9 +206,8 @@ ODML_HD u32 odml_d2h(u64 d) {  // float64 -> float16 bits, one rounding (NumPy's
     return sign | (u32)r;
 }
 
-// x*scale + bias, two roundings; a NaN result is the canonical NaN (as the
-// CPU backend stores it: which payload an operation on NaNs keeps is the
-// processor's choice).
+// x*scale + bias, two roundings; a NaN result is the canonical NaN, as the CPU backend stores it (the payload an
+// operation on NaNs keeps is the processor's choice).
 ODML_HD u32 odml_scale_bias32(u32 x, u32 scale, u32 bias) {
     const u32 r = odml_b32(odml_add32(odml_mul32(odml_f32(x), odml_f32(scale)), odml_f32(bias)));
     return odml_nan32(r) ? 0x7fc00000u : r;
@@ -351,9 +340,8 @@ template <typename N> __device__ __forceinline__ N odml_floor_mod(N a, N m) {
     return r < 0 ? r + m : r;
 }
 
-// The source coordinate of i outside [0, n) (n >= 1), or -1 for CONSTANT.
-// Within one period of the border (every padding narrower than the input)
-// without a division. N: i64, or int where |i| < 2^31 and n < 2^30.
+// The source coordinate of i outside [0, n) (n >= 1), or -1 for CONSTANT; no division within one period of the border
+// (every padding narrower than the input). N: i64, or int where |i| < 2^31 and n < 2^30.
 template <typename N> __device__ __forceinline__ N odml_map_outside(N i, int mode, N n) {
     switch (mode) {
         case ODML_MAP_CLAMP: return i < 0 ? 0 : n - 1;
@@ -501,10 +489,9 @@ template <int MAPS> __device__ __forceinline__ i64 odml_src_coord(i64 c, const o
     return c;
 }
 
-// Flat destination index `rest` split into the innermost coordinate c0
-// (dimension NDIM-1), the next one c1 (NDIM-2; 0 where NDIM is 1) and the
-// source/destination offsets of the dimensions outside them (a, b; `fill`
-// where a CONSTANT map of theirs falls outside the source).
+// Flat destination index `rest` split into the innermost coordinate c0 (dimension NDIM-1), the next one c1 (NDIM-2;
+// 0 where NDIM is 1) and the outer dimensions' source/destination offsets (a, b; `fill` where a CONSTANT map of theirs
+// falls outside the source).
 template <int NDIM, typename I, int MAPS>
 __device__ __forceinline__ void odml_outer(const odml_move_params* __restrict__ p, I rest, I& c0, I& c1, i64& a,
                                            i64& b, bool& fill) {
@@ -533,14 +520,11 @@ __device__ __forceinline__ void odml_outer(const odml_move_params* __restrict__ 
     }
 }
 
-// dst[o] = f(src[m(o)]), V consecutive destination elements per
-// thread: the flat index split once per thread, the innermost two coordinates
-// then stepped (a full split again only where they carry past the second);
-// all V loads before the stores, one vector load where the V sources are
-// consecutive and aligned, one vector store where the destinations are (the
-// usual case: the destination is walked in memory order). ST, DT: the
-// DataType values (the conversion specialised at compile time; ST == DT and
-// SB 0: words copied); SB: scale/bias.
+// dst[o] = f(src[m(o)]), V consecutive destination elements per thread: the flat index split once per thread, the
+// innermost two coordinates then stepped (split again only where they carry past the second); all V loads before the
+// stores, one vector load where the V sources are consecutive and aligned, one vector store where the destinations
+// are (usually: the destination is walked in memory order). ST, DT: the DataType values (the conversion specialised
+// at compile time; ST == DT and SB 0: words copied); SB: scale/bias.
 template <typename S, typename D, int NDIM, typename I, int V, int ST, int DT, int SB, int MAPS>
 __global__ void __launch_bounds__(256) move_vec(const S* __restrict__ src, D* __restrict__ dst,
                                                 const ODML_GRID_CONSTANT odml_move_params params) {
@@ -621,10 +605,9 @@ __global__ void __launch_bounds__(256) move_vec(const S* __restrict__ src, D* __
         return;
     }
     if (!MAPS && odml_run<D, V>::BYTES == 16 && __activemask() == 0xffffffffu) {
-        // A warp whose 32 runs are one misaligned destination run (the
-        // interior of a padding): each lane stores the aligned 16 bytes made
-        // of its last k elements and the next lane's first V - k; lane 0
-        // stores its head and lane 31 its tail element by element.
+        // A warp whose 32 runs are one misaligned destination run (a padding's interior): each lane stores the
+        // aligned 16 bytes of its last k elements and the next lane's first V - k; lane 0 stores its head and lane 31
+        // its tail element by element.
         const int lane = (int)(threadIdx.x & 31u);
         const i64 next = __shfl_down_sync(0xffffffffu, dof[0], 1);
         if (__all_sync(0xffffffffu, cd && (lane == 31 || next == dof[0] + V))) {
@@ -653,15 +636,12 @@ __global__ void __launch_bounds__(256) move_vec(const S* __restrict__ src, D* __
 }
 
 
-// A plain copy in aligned 16-byte words (the pass widened by the host's
-// word_plan: sizes, strides and offsets count words): U words a thread,
-// word (blockIdx.x * U + j) * blockDim.x + threadIdx.x (each load and store
-// instruction coalesced across the warp), every offset from the flat index by
-// multiply-shift division, all U loads in flight before the first store.
-// TILE with repeats, JOIN, SPLIT and slices whose rows are whole words. NR
-// (0..2) repeat dimensions (source stride 0) after the NDIM of the index
-// space, dim[NDIM] and dim[NDIM + 1]: each thread stores its U words at every
-// one of their destination offsets (a word read once, not once a repeat).
+// A plain copy in aligned 16-byte words (the pass widened by the host's word_plan: sizes, strides and offsets count
+// words): U words a thread, word (blockIdx.x * U + j) * blockDim.x + threadIdx.x (coalesced), offsets by
+// multiply-shift division, all U loads in flight before the first store. TILE with repeats, JOIN, SPLIT and slices
+// whose rows are whole words. NR (0..2) repeat dimensions (source stride 0) after the NDIM of the index space,
+// dim[NDIM] and dim[NDIM + 1]: each thread stores its U words at each of their destination offsets (a word read once,
+// not once a repeat).
 template <int NDIM, typename I, int U, int NR>
 __global__ void __launch_bounds__(256) move_wcopy(const uint4* __restrict__ src, uint4* __restrict__ dst,
                                                   const ODML_GRID_CONSTANT odml_move_params params) {
@@ -702,19 +682,14 @@ __global__ void __launch_bounds__(256) move_wcopy(const uint4* __restrict__ src,
         }
 }
 
-// A contiguous conversion or scale/bias pass (one dimension, stride 1 on both
-// sides): dst[i] = f(src[i]), i < count. Each thread takes U runs of V
-// elements of a block of blockDim*U runs (run (b*U + j)*blockDim.x +
-// threadIdx.x of block b, coalesced across the warp) and issues the loads of
-// all of them before the first store: 16-byte words where both sides are
-// aligned, elements at the end. float32 -> float16 converts pairs with one
-// hardware cvt.rn.f16x2.f32 (round to nearest even, subnormals kept: the same
-// bits as odml_f2h for every non-NaN value); a run holding a NaN goes element
-// by element through odml_f2h_fast (NumPy's payload rule). FL & 2: a
-// persistent grid (block b = blockIdx.x, blockIdx.x + gridDim.x, ...;
-// registers capped for 8 resident blocks a multiprocessor where U <= 2, else
-// 4; measured slower, off by default). (Measured no faster and not kept: the
-// L2::256B load hint, runs of 16 source bytes for narrowing conversions.)
+// A contiguous conversion or scale/bias pass (one dimension, stride 1 on both sides): dst[i] = f(src[i]), i < count.
+// Each thread takes U runs of V elements of a block of blockDim*U runs (run (b*U + j)*blockDim.x + threadIdx.x of
+// block b: coalesced), all loads before the first store: 16-byte words where both sides are aligned, elements at the
+// end. float32 -> float16 converts pairs with one cvt.rn.f16x2.f32 (round to nearest even, subnormals kept:
+// odml_f2h's bits for every non-NaN value); a run holding a NaN goes element by element through odml_f2h_fast
+// (NumPy's payload rule). FL & 2: a persistent grid (block b = blockIdx.x, blockIdx.x + gridDim.x, ...; registers
+// capped for 8 resident blocks where U <= 2, else 4; measured slower, off by default). (Measured no faster, not kept:
+// the L2::256B load hint, runs of 16 source bytes for narrowing conversions.)
 template <typename S, typename D, typename I, int V, int ST, int DT, int SB, int U, int FL>
 __global__ void __launch_bounds__(256, (FL & 2) ? (U <= 2 ? 8 : 4) : 1)
     move_cvt(const S* __restrict__ src, D* __restrict__ dst, const ODML_GRID_CONSTANT odml_move_params params) {

@@ -1,13 +1,10 @@
-"""Launch planning of the move program on CUDA: which kernels run a
-``MovePlan``, with which parameter blocks and grids (``move_steps``).
+"""Launch planning of the move program on CUDA: which kernels run a ``MovePlan``, with which parameter blocks and
+grids (``move_steps``; mirrored in C by ``runtime/native/cuda_move_spec.c``).
 
-Every pass kind has one entry in ``PASS_STEPS``: ``Copy`` and ``Fill`` become
-canonical kernel passes (``_Pass``: size-1 dimensions dropped, ordered by
-destination stride, neighbours merged) launched by ``_pass_step``;
-``Windows``, ``WindowSums`` and ``SliceScatter`` keep their tuned launches
-(``tuned.py``); ``Gather`` and ``Scatter`` are ``index.py``'s. A padding
-program (PADDING/PADDING1: ``MovePlan.pad``) runs as one fused launch
-(``FUSE_PAD``).
+Every pass kind has one entry in ``PASS_STEPS``: ``Copy`` and ``Fill`` become canonical kernel passes (``_Pass``:
+size-1 dimensions dropped, ordered by destination stride, neighbours merged) launched by ``_pass_step``; ``Windows``,
+``WindowSums`` and ``SliceScatter`` keep their tuned launches (``tuned.py``); ``Gather`` and ``Scatter`` are
+``index.py``'s. A padding program (PADDING/PADDING1: ``MovePlan.pad``) runs as one fused launch (``FUSE_PAD``).
 """
 from __future__ import annotations
 
@@ -26,56 +23,45 @@ from ..config import SettingsModule
 from .launch import _SCALAR, THREADS
 from .tuned import _copy_launch, _fold_launch, _scatter_launch, _unfold_launch, word_plan
 
-#: Plain passes (same type, no map, no scale/bias): "auto" (``move_wcopy``,
-#: ``strided_copy``, ``move_transpose`` or ``move_tile``: ``_plain_step``);
-#: "strided_copy" / "move" force one (benchmarks, tests).
+#: Plain passes (same type, no map, no scale/bias): "auto" (``_plain_step`` picks ``move_wcopy``, ``strided_copy``,
+#: ``move_transpose`` or ``move_tile``); "strided_copy" or "move" forces one (benchmarks, tests).
 MOVE_PLAIN_VIA = "auto"
-#: How a padding program (PADDING/PADDING1's interior copy and border slabs)
-#: runs (layout.cu describes the kernels). "padr": one ``move_padr`` launch
-#: (``PAD_ROWS``) where the output is contiguous and its rows at least
-#: ``PADR_MIN_BYTES`` long, else as "words". "words": one ``move_padw``
-#: launch (``PAD_WORDS``) where the output is contiguous, else as "rows".
-#: "rows": one ``move_pad`` launch where the output's innermost dimension is
-#: contiguous on both sides and at least ``PAD_ROWS_MIN`` elements long, else
-#: pass by pass. True: one ``move_vec`` pass over the whole output with per-axis maps.
-#: False: pass by pass. The measurements behind this and every setting below
-#: (the fastest measured on an H100 and an H200): benchmarks/RESULTS.md.
+#: How a padding program (PADDING/PADDING1's interior copy and border slabs) runs (layout.cu describes the kernels).
+#: "padr": one ``move_padr`` launch (``PAD_ROWS``) where the output is contiguous and its rows at least
+#: ``PADR_MIN_BYTES`` long, else as "words". "words": one ``move_padw`` launch (``PAD_WORDS``) where the output is
+#: contiguous, else as "rows". "rows": one ``move_pad`` launch where the output's innermost dimension is contiguous on
+#: both sides and at least ``PAD_ROWS_MIN`` elements long, else pass by pass. True: one ``move_vec`` pass over the
+#: whole output with per-axis maps. False: pass by pass. The measurements behind this and every setting below (the
+#: fastest on an H100 and an H200): benchmarks/RESULTS.md.
 FUSE_PAD = "padr"
-#: move_padr's (words a lane moves at once, minimum resident blocks per
-#: multiprocessor (its register cap), flags: 2 each interior word read as
-#: its elements where they are 4 bytes or more, no shuffles; 4 the row
-#: element by element, 4 x words elements a lane a round, 2 x words of 8
-#: bytes).
+#: move_padr's (words a lane moves at once, minimum resident blocks per multiprocessor, flags: 2 each interior word
+#: read as its elements where 4 bytes or more, no shuffles; 4 the row element by element, 4 x words elements a lane a
+#: round, 2 x words of 8 bytes).
 PAD_ROWS = (3, 8, 4)
 #: move_padr's settings for 1- and 2-byte elements (their words realigned
 #: through shuffles and funnel shifts: 40 registers would spill 48-64 bytes).
 PAD_ROWS_SMALL = (2, 1, 0)
 PADR_MIN_BYTES = 256
-#: move_padw's (words per thread, minimum resident blocks per multiprocessor:
-#: its register cap, __launch_bounds__(256, MINB)).
+#: move_padw's (words per thread, minimum resident blocks per multiprocessor: __launch_bounds__(256, MINB)).
 PAD_WORDS = (1, 8)
 PAD_ROWS_MIN = 16
-#: Contiguous one-dimensional conversion or scale/bias passes: ``move_cvt``
-#: with this many V-element runs a thread (all loads first), where > 0; 0:
-#: ``move_vec``. Flags 2: a persistent grid.
+#: Contiguous one-dimensional conversion or scale/bias passes: ``move_cvt`` with this many V-element runs a thread
+#: (loads first), where > 0; 0: ``move_vec``. Flags 2: a persistent grid.
 CVT_UNROLL = 1
 CVT_FLAGS = 0
-#: Plain passes that word_plan widens to aligned 16-byte words (no reversal)
-#: in at least ``WORD_COPY_MIN_RANK`` dimensions: ``move_wcopy`` with this
-#: many words a thread, where > 0; else ``strided_copy``.
+#: Plain passes word_plan widens to aligned 16-byte words (no reversal) in ``WORD_COPY_MIN_RANK`` dimensions or more:
+#: ``move_wcopy`` with this many words a thread, where > 0; else ``strided_copy``.
 WORD_COPY = 2
 WORD_COPY_MIN_RANK = 3
-#: (most repeat dimensions, words a thread): a word copy with 1 to that many
-#: (at most 2) repeat dimensions (source stride 0: TILE's repeats) takes them
-#: out of move_wcopy's index space, each thread storing the words it loaded
-#: at every repeat, with this many words a thread (0 or 0 words: off).
+#: (most repeat dimensions, words a thread): a word copy with 1 to that many (at most 2) repeat dimensions (source
+#: stride 0: TILE's repeats) takes them out of move_wcopy's index space, each thread storing its words at every
+#: repeat (0 or 0 words: off).
 WORD_REPEAT = (1, 1)
 _MAP_CONSTANT = 5
 
 
 class _Pass:
-    """One kernel's work: dims are [size, src_stride, dst_stride, map mode,
-    map shift, map size] (mode 0: no map)."""
+    """One kernel's work: dims [size, src_stride, dst_stride, map mode, map shift, map size] (mode 0: no map)."""
 
     __slots__ = ("fill", "src", "dst", "dims", "src_offset", "dst_offset", "st", "dt", "sb", "fill_bits")
 
@@ -96,10 +82,9 @@ def _map_source(mode: int, shift: int, n: int, d: int):
 
 
 def _canonical(k: _Pass) -> _Pass:
-    """Size-1 dimensions dropped (a mapped one's source coordinate folded into
-    the source offset; a CONSTANT one outside the input makes the pass a
-    fill), dimensions ordered by destination stride (largest first), unmapped
-    neighbours that walk both sides as one merged."""
+    """``k`` canonical: size-1 dimensions dropped (a mapped one's source coordinate folded into the source offset; a
+    CONSTANT one outside the input makes the pass a fill), the rest by destination stride (largest first), unmapped
+    neighbours walking both sides as one merged."""
     kept, src_offset, fill = [], k.src_offset, k.fill
     for d in k.dims:
         n, ss, ds, mode, shift, msize = d
@@ -130,11 +115,9 @@ def _canonical(k: _Pass) -> _Pass:
 
 
 def _pad_program(plan: MovePlan):
-    """``(mode, fill value, start, end)`` where ``plan`` is exactly the
-    program PADDING/PADDING1 lower to (``ops._move.pad_passes``: the interior
-    copy, then per axis the start and end slabs, Fills for CONSTANT (mode 0)
-    or Copies with AxisMaps): the plan's own ``pad``, which only that
-    lowering sets (``MovePlan.padded``); else None (pass by pass)."""
+    """``plan.pad`` ``(mode, fill value, start, end)``, set only by PADDING/PADDING1's lowering (``MovePlan.padded``;
+    ``ops._move.pad_passes``: the interior copy, then per axis the start and end slabs, Fills for CONSTANT (mode 0)
+    or Copies with AxisMaps); else None (pass by pass)."""
     pad = plan.pad
     if pad is None or len(plan.passes) < 2 or len(plan.in_types) != 1 or plan.in_types != plan.out_types:
         return None
@@ -186,8 +169,7 @@ def _magic(d: int) -> tuple[int, int]:
 
 
 def _index(bound: int) -> str:
-    """The kernels' index type I where flat indices (and the grid's last
-    threads' overshoot) stay below ``bound``: 32-bit under 2^31."""
+    """The kernels' index type I for flat indices (the grid's overshoot included) below ``bound``: 32-bit under 2^31."""
     return "u32" if bound < 2**31 else "u64"
 
 
@@ -214,10 +196,8 @@ def move_params(k: _Pass) -> P.MoveParams:
 
 
 def _pad_words_ok(k: _Pass) -> bool:
-    """Whether ``move_padw`` takes the fused padding pass ``k`` (one that
-    ``move_pad`` takes: ``_pad_step``): the output contiguous (destination
-    offset 0, row-major strides), 32-bit indices with room for the grid's
-    last words, every size, map shift and map size below 2^30."""
+    """Whether ``move_padw`` takes ``move_pad``'s fused padding pass ``k``: the output contiguous (offset 0, row-major
+    strides), 32-bit indices with room for the grid's last words, sizes, map shifts and map sizes below 2^30."""
     if k.dst_offset != 0:
         return False
     stride = 1
@@ -229,9 +209,8 @@ def _pad_words_ok(k: _Pass) -> bool:
 
 
 def _move_items(src_bytes: int, dst_bytes: int) -> int:
-    """move_vec's V: 16 bytes of the wider side (4 elements at least); a
-    narrowing conversion twice that where it fills 16 destination bytes
-    (float32 -> float16: 8, two 16-byte loads and one 16-byte store)."""
+    """move_vec's V: 16 bytes of the wider side (4 elements at least), twice that for a narrowing conversion where it
+    fills 16 destination bytes (float32 -> float16: 8, two 16-byte loads, one 16-byte store)."""
     v = max(4, 16 // max(src_bytes, dst_bytes))
     if dst_bytes < src_bytes:
         v = max(v, min(16 // dst_bytes, 2 * v))
@@ -239,14 +218,11 @@ def _move_items(src_bytes: int, dst_bytes: int) -> int:
 
 
 def _tile_pass(k: _Pass, es: int):
-    """``(group pass, R, V, X, Y)`` where the plain pass ``k`` is a small
-    transpose that ``move_tile`` moves as R x V tiles, else None: X a
-    dimension of at most 8 positions, Y one whose V positions (a 16-byte run
-    of elements) are consecutive on one side while X's are on the other
-    (SPACE_TO_DEPTH: X the block column, stride 1 in the source, Y the
-    output's innermost dimension, source stride R; DEPTH_TO_SPACE: X the
-    output's innermost dimension, Y the next, source stride 1, destination
-    stride R). The group pass is ``k`` without X and with Y divided by V."""
+    """``(group pass, R, V, X, Y)`` where the plain pass ``k`` is a small transpose ``move_tile`` moves as R x V
+    tiles, else None: X a dimension of at most 8 positions, Y one whose V positions (16 bytes) are consecutive on one
+    side, X's on the other (SPACE_TO_DEPTH: X the block column, source stride 1, Y the output's innermost dimension,
+    source stride R; DEPTH_TO_SPACE: X the output's innermost dimension, Y the next, source stride 1, destination
+    stride R). The group pass: ``k`` without X, Y divided by V."""
     dims = k.dims
     nd = len(dims)
     V = max(2, 16 // es)
@@ -269,25 +245,19 @@ def _tile_pass(k: _Pass, es: int):
     return g, R, V, dims[x], dims[y]
 
 
-#: Plain passes that transpose (the destination's innermost dimension is not
-#: the source's: ``_transpose_pass``) go through ``move_transpose`` in square
-#: tiles of this many elements a side (32 or 64; 0: off, the passes then take
-#: strided_copy), where both transposed dimensions are at least
-#: ``TRANSPOSE_MIN`` long (move_tile takes the small transposes of
-#: SPACE_TO_DEPTH and DEPTH_TO_SPACE). 64 was the fastest measured
-#: (benchmarks/RESULTS.md).
+#: Plain passes that transpose (the destination's innermost dimension is not the source's: ``_transpose_pass``) go
+#: through ``move_transpose`` in square tiles of this many elements a side (32 or 64; 0: off, the passes then take
+#: strided_copy), where both transposed dimensions are at least ``TRANSPOSE_MIN`` long (move_tile takes the small
+#: transposes of SPACE_TO_DEPTH and DEPTH_TO_SPACE). 64 measured fastest (benchmarks/RESULTS.md).
 TRANSPOSE_TILE = 64
 TRANSPOSE_MIN = 16
 
 
 def _transpose_pass(k: _Pass):
-    """``(outer pass, X, Y, tile)`` where the plain pass ``k`` is a
-    transposing copy that ``move_transpose`` moves in tiles, else None: X the
-    destination's innermost dimension (destination stride 1, its source
-    stride not 1), Y the dimension of source stride 1 (destination stride not
-    1), both at least ``TRANSPOSE_MIN`` long; the outer pass holds the other
-    dimensions (its count: the tiles' outer positions, 1 where there are
-    none)."""
+    """``(outer pass, X, Y, tile)`` where the plain pass ``k`` is a transposing copy ``move_transpose`` moves in tiles,
+    else None: X the destination's innermost dimension (source stride not 1), Y the one of source stride 1
+    (destination stride not 1), both at least ``TRANSPOSE_MIN`` long; the outer pass holds the other dimensions (its
+    count: the tiles' outer positions, 1 where none)."""
     dims = k.dims
     nd = len(dims)
     if not TRANSPOSE_TILE or nd < 2 or nd + 1 > P.MAX_MOVE_RANK or dims[-1][2] != 1 or dims[-1][1] == 1:
@@ -313,13 +283,10 @@ _C_SETTINGS = None                      # c_settings()'s tuple, dropped when a s
 
 
 def c_settings() -> tuple:
-    """This module's settings as the C mirror of ``move_steps``
-    (``runtime/native/cuda_move_spec.c``, newshape.h's odml_move_cuda_conf)
-    reads them, as in force at each call: 20 ints, FUSE_PAD and MOVE_PLAIN_VIA
-    as codes; a value C cannot read (not an int, a tuple of another length)
-    makes it decline the call, which then takes the Python route. The tuple
-    is kept until a setting is set (where the sequences are tuples: a list
-    could change in place)."""
+    """This module's settings as the C mirror of ``move_steps`` (``runtime/native/cuda_move_spec.c``, newshape.h's
+    odml_move_cuda_conf) reads them at each call: 20 ints, FUSE_PAD and MOVE_PLAIN_VIA as codes; a value C cannot
+    read (not an int, a tuple of another length) makes it decline the call to the Python route. Kept until a setting
+    is set (where the sequences are tuples: a list could change in place)."""
     global _C_SETTINGS
     got = _C_SETTINGS
     if type(got) is tuple:
@@ -348,12 +315,9 @@ def _extra_dims(g: _Pass, X, Y, magic: bool) -> P.MoveParams:
 
 def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse=None, plain_via: str | None = None,
                sms: int | None = None, what: str = "the move program"):
-    """Per kernel: (name, parameter block, grid, shared memory bytes, source
-    slot or -1, destination slot). A padding program: one fused launch
-    (``FUSE_PAD``); otherwise one launch per non-empty pass, by
-    ``PASS_STEPS[type(pass)]``. ``plain_via`` overrides ``MOVE_PLAIN_VIA``;
-    ``sms``: the device's multiprocessors, for kernels on a persistent grid
-    (None: one block per work block)."""
+    """Per kernel: (name, parameter block, grid, shared memory bytes, source slot or -1, destination slot): a padding
+    program's one fused launch (``FUSE_PAD``), else one per non-empty pass (``PASS_STEPS``). ``plain_via`` overrides
+    ``MOVE_PLAIN_VIA``; ``sms``: the device's multiprocessors, for persistent grids (None: a block per work block)."""
     # what a pass's launch depends on beside the pass
     slots = types.SimpleNamespace(plan=plan, src_ptrs=src_ptrs, src_elements=src_elements, dst_ptrs=dst_ptrs,
                                   via=plain_via or MOVE_PLAIN_VIA, sms=sms, what=what)
@@ -368,10 +332,9 @@ def move_steps(plan: MovePlan, src_ptrs, src_elements, dst_ptrs, fuse=None, plai
 
 
 def _pad_step(plan: MovePlan, how: str, sms):
-    """The one launch of a padding program (``FUSE_PAD`` "padr", "words" or
-    "rows"), or None where none of them takes it: ``move_pad`` takes the
-    program's fused pass where its innermost dimension has stride 1 on both
-    sides and is at least ``PAD_ROWS_MIN`` long, the others fewer."""
+    """The one launch of a padding program (``FUSE_PAD`` "padr", "words" or "rows"), or None where none takes it:
+    ``move_pad`` takes the program's fused pass where its innermost dimension has stride 1 on both sides and is at
+    least ``PAD_ROWS_MIN`` long, the others fewer."""
     if _pad_program(plan) is None:
         return None
     k, = kernel_passes(plan, True)            # (a padding program fuses into one pass)
@@ -397,13 +360,10 @@ def _pad_step(plan: MovePlan, how: str, sms):
 
 
 def _plain_step(k: _Pass, slots):
-    """The launch of a plain pass (same type both sides, no map, no
-    scale/bias), or None where it goes through move_vec: ``move_wcopy``
-    where ``word_plan`` widens it to 16-byte words in 3 dimensions and more,
-    ``strided_copy`` where it widens it otherwise (or reverses or picks
-    every other element), ``move_transpose`` / ``move_tile`` where it
-    transposes, else ``strided_copy`` by element (SLICE's window at an odd
-    column)."""
+    """The launch of a plain pass (same type both sides, no map, no scale/bias), or None (move_vec): ``move_wcopy``
+    where ``word_plan`` widens it to 16-byte words in 3 dimensions or more, ``strided_copy`` where it widens,
+    reverses or picks otherwise, ``move_transpose`` / ``move_tile`` where it transposes, else ``strided_copy`` by
+    element (SLICE's window at an odd column)."""
     es = DataType(k.st).size
     nd = len(k.dims)
     via = slots.via

@@ -1,11 +1,8 @@
-"""The tuned launches of single-purpose passes, kernels from ``kernels.cu``:
-each ``*_launch`` gives (kernel name, parameter block, grid, dynamic shared
-memory bytes) of a plain copy (``CopyPlan``: ``strided_copy``, widened by
-``word_plan``), UNFOLD (``unfold_tile``, ``unfold1d_tile`` or
-``unfold_gather``), FOLD (``fold1d_tile`` or ``fold_gather``: no atomics, each
-image element's contributions summed in increasing window order, as on the
-CPU) or SLICE_GRAD (``scatter``). ``runtime/native/cuda_spec.c`` mirrors these
-choices for the C new-shape route (``launch_spec``).
+"""The tuned launches of single-purpose passes (``kernels.cu``): each ``*_launch`` gives (kernel name, parameter
+block, grid, dynamic shared memory bytes) of a plain copy (``CopyPlan``: ``strided_copy``, widened by ``word_plan``),
+UNFOLD (``unfold_tile``, ``unfold1d_tile`` or ``unfold_gather``), FOLD (``fold1d_tile`` or ``fold_gather``: no
+atomics, each image element's contributions summed in increasing window order, as on the CPU) or SLICE_GRAD
+(``scatter``). ``runtime/native/cuda_spec.c`` mirrors these choices for the C new-shape route (``launch_spec``).
 """
 from __future__ import annotations
 
@@ -16,35 +13,30 @@ from ...plan import CopyPlan, FoldPlan, ScatterPlan, UnfoldPlan
 from .. import params as P
 from .launch import _SCALAR, THREADS
 
-#: 1-D UNFOLDs whose neighbouring blocks lie at least this many elements apart
-#: in the input go through the shared-memory transpose (unfold1d_tile).
+#: 1-D UNFOLDs whose neighbouring blocks lie this many elements apart or more in the input take unfold1d_tile.
 TILE_MIN_STEP = 8
-#: unfold_tile: output columns per box (a box is one CUDA block's share), the
-#: longest box line in 2-D and up, and the shared memory a box's region may use.
+#: unfold_tile: output columns per box (one CUDA block's share), the longest box line in 2-D and up, and the shared
+#: memory a box's region may use.
 BOX_COLUMNS = 1024
 BOX_LINE = 128
 BOX_BYTES = 24 * 1024
-#: 1-D FOLDs with at least this stride go through the staged kernel
-#: (fold1d_tile); the others through fold_gather.
+#: 1-D FOLDs with at least this stride take fold1d_tile; the others fold_gather.
 FOLD_TILE_MIN_STRIDE = 32
-#: fold_gather: image positions a lane sums (V), tried largest first; the
-#: largest whose lanes stay this busy on the image's lines is taken, unless
+#: fold_gather: image positions a lane sums (V): the largest whose lanes stay this busy on the image's lines, unless
 #: FOLD_LANES names one (1, 2 or 4: tests, sweeps).
 FOLD_LANE_USE = 0.85
 FOLD_LANES = None
 
 
 def items_per_thread(word_bytes: int) -> int:
-    """Words per thread of strided_copy and scatter: one 16-byte word (the
-    window sweep in benchmarks/sweep_copy.py measured 1 about 2% faster than 2,
-    4 or 8 on an H200), else at least four words and 16 bytes in flight."""
+    """Words per thread of strided_copy and scatter: one 16-byte word (benchmarks/sweep_copy.py on an H200: 1 about 2%
+    faster than 2, 4 or 8), else at least four words and 16 bytes in flight."""
     return 1 if word_bytes >= 16 else max(4, 16 // word_bytes)
 
 
 def launch_spec(plan, src_ptr: int, src_elements: int, dst_ptr: int):
-    """(kernel name, parameter block, grid, dynamic shared memory bytes) of a
-    ``CopyPlan`` (strided_copy), ``UnfoldPlan``, ``FoldPlan`` or
-    ``ScatterPlan``: the launch ``runtime/native/cuda_spec.c`` mirrors."""
+    """(kernel name, parameter block, grid, dynamic shared memory bytes) of a ``CopyPlan`` (strided_copy),
+    ``UnfoldPlan``, ``FoldPlan`` or ``ScatterPlan``, as ``runtime/native/cuda_spec.c`` mirrors it."""
     return {CopyPlan: lambda: _copy_launch(plan, src_ptr, dst_ptr, src_elements),
             UnfoldPlan: lambda: _unfold_launch(plan), FoldPlan: lambda: _fold_launch(plan),
             ScatterPlan: lambda: _scatter_launch(plan, src_ptr, dst_ptr)}[type(plan)]()
@@ -57,15 +49,12 @@ def _index_type(count: int, items: int = 16) -> str:
 # -- SLICE, SLICE1 ------------------------------------------------------------------
 
 def word_plan(plan: CopyPlan, src_ptr: int, dst_ptr: int, src_len: int = 0):
-    """Widen the copy to the largest word (up to 16 bytes) that the innermost
-    dimension, every offset, stride and pointer allow; a negative innermost
-    stride becomes a reversed word copy with the elements reversed inside each
-    word; a stride-2 innermost dimension becomes 8-byte output words, each
-    the even elements of one 16-byte input word (input offsets and strides of
-    the returned plan then count 16-byte words), when the element after the
-    plan's last read is still inside the ``src_len`` bound elements (the
-    word's unused tail). Returns (output word bytes, reversed element size or
-    0, picked element size or 0, plan in words)."""
+    """Widen the copy to the largest word (up to 16 bytes) the innermost dimension, every offset, stride and pointer
+    allow; a negative innermost stride becomes a word copy with the elements reversed inside each word; a stride-2
+    innermost dimension becomes 8-byte output words, each the even elements of one 16-byte input word (the returned
+    plan's input offsets and strides then count 16-byte words), where the element after the plan's last read is still
+    inside the ``src_len`` bound elements (the word's unused tail). Returns (output word bytes, reversed element size
+    or 0, picked element size or 0, plan in words)."""
     p = plan.canonical()
     es = p.element_size
     L, inner_in, inner_out = p.sizes[-1], p.in_strides[-1], p.out_strides[-1]
@@ -108,11 +97,9 @@ def _copy_launch(plan: CopyPlan, src_ptr: int, dst_ptr: int, src_len: int):
 # -- UNFOLD -------------------------------------------------------------------------
 
 def unfold_box(plan: UnfoldPlan, columns: int = BOX_COLUMNS, line: int = BOX_LINE, budget: int = BOX_BYTES):
-    """The box of blocks (t[0], ..., t[D-1]) one CUDA block of unfold_tile
-    writes, and the extents of the input region it stages, or None where
-    staging does not pay: the region would not fit in ``budget`` bytes even
-    for a single column, it would hold more than twice the elements the box
-    writes (strides far beyond the window), or there are 2^31 boxes or more."""
+    """The box of blocks (t[0], ..., t[D-1]) one CUDA block of unfold_tile writes, and the extents of the input region
+    it stages, or None where staging does not pay: the region would not fit ``budget`` bytes even for one column, would
+    hold over twice the elements the box writes (strides far beyond the window), or there are 2^31 boxes or more."""
     D, nb = len(plan.window), plan.blocks
     if plan.out_count == 0:
         return None
@@ -137,13 +124,10 @@ def unfold_box(plan: UnfoldPlan, columns: int = BOX_COLUMNS, line: int = BOX_LIN
 
 
 def tile_vectors(plan: UnfoldPlan, box) -> int:
-    """unfold_tile's VEC argument: 1 where a box's output columns are one
-    contiguous run per window element whose rows start 16 bytes apart
-    (columns contiguous, rows a multiple of 16 bytes apart, the box spanning
-    every dimension but the first whole), so that the kernel can write them
-    with 16-byte stores (it checks the run's address itself); else 0, the
-    one-element stores alone (a kernel without the vector path: it would
-    cost the others registers)."""
+    """unfold_tile's VEC argument: 1 where a box's output columns are one contiguous run per window element, rows a
+    multiple of 16 bytes apart (columns contiguous, the box spanning every dimension but the first whole), so the
+    kernel can write them with 16-byte stores (it checks the run's address itself); else 0, one-element stores alone
+    (a kernel without the vector path, which would cost the others registers)."""
     _, orow, ocol = plan.out_strides
     whole = all(box[d] == plan.blocks[d] for d in range(1, len(plan.window)))
     return int(ocol == 1 and orow >= 0 and orow * plan.element_size % 16 == 0 and whole)
@@ -179,9 +163,8 @@ def _unfold_launch(plan: UnfoldPlan, box=None):
 # -- FOLD ---------------------------------------------------------------------------
 
 def fold_tile_residues(plan: FoldPlan) -> int:
-    """fold1d_tile's residues per CUDA block (RC): 128 (on an H100 the
-    overlap-add ran 0.280 ms with 128, 0.297 with 256: benchmarks/sweep_fold.py),
-    halved while at least twice the stride, down to 32."""
+    """fold1d_tile's residues per CUDA block (RC): 128 (H100 overlap-add, benchmarks/sweep_fold.py: 0.280 ms against
+    0.297 with 256), halved while at least twice the stride, down to 32."""
     rc = 128
     while rc > 32 and rc >= 2 * plan.strides[0]:
         rc //= 2
@@ -189,9 +172,8 @@ def fold_tile_residues(plan: FoldPlan) -> int:
 
 
 def fold_lanes(plan: FoldPlan) -> int:
-    """fold_gather's image positions per lane (V): the largest of 4, 2, 1
-    whose warps' runs of 32*V positions keep FOLD_LANE_USE of the lanes of an
-    image line busy."""
+    """fold_gather's image positions per lane (V): the largest of 4, 2, 1 whose warps' runs of 32*V positions keep
+    FOLD_LANE_USE of an image line's lanes busy."""
     width = plan.spatial[-1]
     for v in (4, 2):
         if width / (math.ceil(width / (32 * v)) * 32 * v) >= FOLD_LANE_USE:
@@ -200,8 +182,8 @@ def fold_lanes(plan: FoldPlan) -> int:
 
 
 def _fold_launch(plan: FoldPlan, variant=None):
-    """(kernel name, parameter block, grid, 0). ``variant``: ("tile", RC) or
-    ("gather", V) to force a kernel (tests, sweeps)."""
+    """(kernel name, parameter block, grid, 0); ``variant`` ("tile", RC) or ("gather", V) forces a kernel (tests,
+    sweeps)."""
     es, D = plan.element_size, len(plan.window)
     flt = 1 if plan.sum_kind == P.SUM_FLOAT else 0
     if flt and es == 1:
@@ -234,11 +216,9 @@ def _fold_tiles(plan: FoldPlan, rc: int) -> int:
 # -- SLICE_GRAD ---------------------------------------------------------------------
 
 def scatter_word_plan(plan: ScatterPlan, src_ptr: int, dst_ptr: int):
-    """Widen SLICE_GRAD to the largest word (up to 16 bytes) where the
-    innermost dimension is contiguous in the output and in the input (+1, or
-    -1: elements reversed inside each word), the window's first position and
-    size, every offset, stride and pointer allow. Returns (word bytes,
-    reversed element size or 0, plan in words)."""
+    """Widen SLICE_GRAD to the largest word (up to 16 bytes) where the innermost dimension is contiguous in output and
+    input (+1, or -1: elements reversed inside each word) and the window's first position and size, every offset,
+    stride and pointer allow. Returns (word bytes, reversed element size or 0, plan in words)."""
     p = plan.canonical()
     es = p.element_size
     L, first, step, taken, is_, os_ = (p.sizes[-1], p.first[-1], p.step[-1], p.taken[-1], p.in_strides[-1],
