@@ -139,3 +139,36 @@ def test_a_jax_tracer_given_for_a_sequence_argument_is_a_validation_error():
         jax.jit(lambda x, o: dml.slice(x, o, [1, 1], [1, 1]))(x, jnp.array([0, 1]))
     with pytest.raises(dml.ValidationError, match="TILE: Repeats"):
         jax.jit(lambda x, r: dml.tile(x, r))(x, jnp.array([1, 2]))
+
+
+def _unaligned(a):
+    import numpy as np
+    buf = np.zeros(a.nbytes + 1, np.uint8)
+    u = np.ndarray(a.shape, a.dtype, buffer=buf, offset=1)
+    u[...] = a
+    assert not u.flags.aligned
+    return u
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "float16"])
+def test_the_call_cache_serves_no_index_pass_a_misaligned_array(dtype):
+    # an index function's entry recorded for an aligned array was served to a misaligned one of the same dtype,
+    # shape and strides (the key holds no alignment): index.c's typed loads then read misaligned words (undefined
+    # behaviour; UBSan halts on it). The C new-shape route already declines such an array (newshape_index.c's
+    # ix_layout); the move program's copies read any alignment, and stay served (tests/arrays/test_call_cache.py)
+    import numpy as np
+    from opendml.runtime import calls
+    if not calls.info()["numpy"]:
+        pytest.skip("no compiled call cache")
+    x = (np.arange(24) % 5).astype(dtype).reshape(4, 6)
+    u = _unaligned(x)
+    index = np.zeros((4, 6), np.int64)
+    for call in (lambda a: dml.gather(a, np.array([2, 0, 1]), 1),
+                 lambda a: dml.gather_elements(a, index, 0),
+                 lambda a: dml.scatter_elements(np.zeros((4, 6), a.dtype), index, a, 0)):
+        want = call(x)
+        call(x)
+        before = calls.info()["hits"]
+        got = call(u)
+        assert calls.info()["hits"] == before, "a misaligned array was served from an aligned one's entry"
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
