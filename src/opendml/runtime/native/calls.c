@@ -447,7 +447,8 @@ int torch_plain_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
 }
 
 /* A new output of o's shape and `dtype` (NULL: x's): x.new_empty (through the accessors where they take the shape) or
- * CuPy's: a new reference, its address in *dst, *placed where in o's alignment class; NULL with the allocator's error. */
+ * CuPy's: a new reference, its address in *dst, *placed where in o's alignment class; NULL with the allocator's
+ * error. */
 PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int64_t *dst, int *placed) {
     PyObject *out;
     int64_t sizes[MAX_RANK];
