@@ -118,21 +118,24 @@ int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t n
     return 0;
 }
 
+/* r's value (a new reference, or NULL; consumed) where it is an int in 64 bits; -1, no exception left, else. */
+static int long_of(PyObject *r, int64_t *v) {
+    long long x = r && PyLong_Check(r) ? PyLong_AsLongLong(r) : -1;
+    const int rc = r && PyLong_Check(r) && !(x == -1 && PyErr_Occurred()) ? 0 : -1;
+    if (rc == 0) *v = x;
+    if (PyErr_Occurred()) drop_error();
+    Py_XDECREF(r);
+    return rc;
+}
+
 /* A tuple of at most MAX_RANK ints (sizes or strides): with its length first (n < 0), or of n items. */
 static int key_tuple(Key *k, PyObject *t, Py_ssize_t n) {
+    int64_t x;
     if (!t || !PyTuple_Check(t) || PyTuple_GET_SIZE(t) > MAX_RANK
             || (n < 0 ? put(k, PyTuple_GET_SIZE(t)) < 0 : PyTuple_GET_SIZE(t) != n))
         return -1;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {
-        PyObject *item = PyTuple_GET_ITEM(t, i);
-        if (!PyLong_Check(item)) return -1;
-        long long x = PyLong_AsLongLong(item);
-        if (x == -1 && PyErr_Occurred()) {
-            drop_error();
-            return -1;
-        }
-        if (put(k, x) < 0) return -1;
-    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++)
+        if (long_of(Py_NewRef(PyTuple_GET_ITEM(t, i)), &x) < 0 || put(k, x) < 0) return -1;
     return 0;
 }
 
@@ -281,16 +284,6 @@ PyObject *stored(const Key *k, Entry *e) {
     Py_DECREF(e);
     if (rc < 0) return NULL;
     Py_RETURN_TRUE;
-}
-
-/* r's value (a new reference, or NULL; consumed) where it is an int in 64 bits; -1, no exception left, else. */
-static int long_of(PyObject *r, int64_t *v) {
-    long long x = r && PyLong_Check(r) ? PyLong_AsLongLong(r) : -1;
-    const int rc = r && PyLong_Check(r) && !(x == -1 && PyErr_Occurred()) ? 0 : -1;
-    if (rc == 0) *v = x;
-    if (PyErr_Occurred()) drop_error();
-    Py_XDECREF(r);
-    return rc;
 }
 
 /* An attribute (with call, a no-argument method) as an int64; -1, no exception left, where it fails or is not one. */

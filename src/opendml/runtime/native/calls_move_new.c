@@ -53,6 +53,16 @@ static int64_t named_type(const char *name, Py_ssize_t len, const char *prefix) 
     return 0;
 }
 
+/* Attribute `attr` of module `module` where it is imported (a new reference), else NULL (an exception may be set). */
+static PyObject *module_attr(const char *module, const char *attr) {
+    PyObject *name = PyUnicode_FromString(module);
+    PyObject *m = name ? PyImport_GetModule(name) : NULL;
+    PyObject *v = m ? PyObject_GetAttrString(m, attr) : NULL;
+    Py_XDECREF(m);
+    Py_XDECREF(name);
+    return v;
+}
+
 int64_t odml_move_dtype_type(PyObject *o) {
     if (!numpy_ready) return 0;
     /* (newshape.h's spellings; data_type takes more, "i1", " int8 ", ...: those take the Python route) */
@@ -73,13 +83,9 @@ int64_t odml_move_dtype_type(PyObject *o) {
     }
     static PyTypeObject *data_type;                /* opendml.model.data_type.DataType, once imported */
     if (!data_type) {
-        PyObject *name = PyUnicode_FromString("opendml.model.data_type");
-        PyObject *module = name ? PyImport_GetModule(name) : NULL;
-        PyObject *type = module ? PyObject_GetAttrString(module, "DataType") : NULL;
+        PyObject *type = module_attr("opendml.model.data_type", "DataType");
         if (type && PyType_Check(type)) data_type = (PyTypeObject *)type;     /* held for good */
         else Py_XDECREF(type);
-        Py_XDECREF(module);
-        Py_XDECREF(name);
         if (PyErr_Occurred()) PyErr_Clear();
     }
     if (data_type && Py_TYPE(o) == data_type) {
@@ -465,11 +471,7 @@ static PyObject *torch_dtype_of(int64_t t, PyObject *given) {
     if (!torch_dtypes[t] && given) {
         torch_dtypes[t] = Py_NewRef(given);
     } else if (!torch_dtypes[t]) {
-        PyObject *name = PyUnicode_FromString("torch");
-        PyObject *torch = name ? PyImport_GetModule(name) : NULL;
-        PyObject *dtype = torch ? PyObject_GetAttrString(torch, type_name[t]) : NULL;
-        Py_XDECREF(torch);
-        Py_XDECREF(name);
+        PyObject *dtype = module_attr("torch", type_name[t]);
         if (dtype && odml_move_dtype_type(dtype) == t) torch_dtypes[t] = dtype;
         else Py_XDECREF(dtype);
         if (PyErr_Occurred()) drop_error();
