@@ -178,10 +178,6 @@ static uint64_t key_hash(const Key *k) {
     return (a ^ (b >> 7)) * 0x9e3779b97f4a7c15ull;
 }
 
-static unsigned front_slot(const Key *k) {
-    return (unsigned)(key_hash(k) >> 56);
-}
-
 static int may_hold(uint64_t h) {
     const unsigned bit = (unsigned)(h >> 24) & (MAYBE_BITS - 1);
     return (int)(maybe[bit / 64] >> (bit % 64) & 1);
@@ -273,7 +269,7 @@ void unstore(const Key *k, const Entry *e) {
     hold_error(&held);
     PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
     PyObject *now = kb ? PyDict_GetItemWithError(table, kb) : NULL;      /* (borrowed) */
-    if (now == (PyObject *)e && PyDict_DelItem(table, kb) == 0) Py_CLEAR(front[front_slot(k)]);
+    if (now == (PyObject *)e && PyDict_DelItem(table, kb) == 0) Py_CLEAR(front[key_hash(k) >> 56]);
     if (PyErr_Occurred()) PyErr_Clear();
     Py_XDECREF(kb);
     raise_held(&held);
