@@ -1,15 +1,13 @@
 /* The strided copy (CopyPlan: SLICE, SLICE1): out[o0 + sum(i*os)] = in[i0 + sum(i*is)] over `sizes`, with signed
- * input strides. Owns the copy kernel and the streaming-store threshold. A unit of work is one run of the innermost
- * dimension; Python hands the plan canonicalised (size-1 dimensions dropped, ordered by output stride, neighbours
- * merged). */
+ * input strides, and the streaming-store threshold. A unit of work is one run of the innermost dimension; the plan
+ * comes canonicalised (size-1 dimensions dropped, ordered by output stride, neighbours merged). */
 #include "common.h"
 #include "runs.h"
 
-/* Copies whose output is at least this large write their contiguous runs with non-temporal (streaming) stores: the
- * output would not stay in cache anyway, and a streaming store skips reading each destination line before writing it,
- * which otherwise adds half again to a copy's memory traffic. UNFOLD keeps ordinary stores: its rows mix short runs
- * with zero strips (streaming stores into partly written lines defeat both), and assembling rows in a scratch buffer
- * to stream them measured slower. */
+/* Copies with at least this much output write contiguous runs with streaming stores: the output would not stay in
+ * cache anyway, and a streaming store skips reading each destination line first (half again a copy's memory traffic).
+ * UNFOLD keeps ordinary stores: its rows mix short runs with zero strips (streaming stores into partly written lines
+ * defeat both), and streaming rows assembled in a scratch buffer measured slower. */
 int64_t odml_stream_min_bytes = (int64_t)8 << 20;
 
 typedef struct {
@@ -42,13 +40,12 @@ static void copy_units(const void *vjob, int64_t u0, int64_t u1, int part) {
 }
 
 int odml_copy(char *dst, const char *src, const odml_copy_params *p, int threads, const char **error) {
+    const int64_t S = ODML_LIMIT / 8;
     copy_job j;
-    if (p->rank < 1 || p->rank > ODML_MAX_RANK || !odml_valid_size(p->element_size)) {
-        *error = "copy: element_size must be 1, 2, 4 or 8 and rank in [1, 8]";
+    if (odml_bad_dims(p->rank, ODML_MAX_RANK, p->element_size,
+                      "copy: element_size must be 1, 2, 4 or 8 and rank in [1, 8]", error))
         return ODML_EPARAM;
-    }
-    if (p->in_offset < -ODML_LIMIT / 8 || p->in_offset > ODML_LIMIT / 8 || p->out_offset < 0 ||
-        p->out_offset > ODML_LIMIT / 8) {
+    if (!IN_RANGE(p->in_offset, -S, S) || !IN_RANGE(p->out_offset, 0, S)) {
         *error = "copy: offsets must be in [-2^59, 2^59] (output offset >= 0)";
         return ODML_EPARAM;
     }
@@ -58,8 +55,7 @@ int odml_copy(char *dst, const char *src, const odml_copy_params *p, int threads
         int64_t n = p->sizes[a];
         if (n < 0 || n > ODML_LIMIT) { *error = "copy: sizes must be in [0, 2^62]"; return ODML_EPARAM; }
         if (n == 0) return ODML_OK;
-        if (n > 1 && (p->out_strides[a] < 0 || p->out_strides[a] > ODML_LIMIT / 8 ||
-                      p->in_strides[a] < -ODML_LIMIT / 8 || p->in_strides[a] > ODML_LIMIT / 8)) {
+        if (n > 1 && (!IN_RANGE(p->out_strides[a], 0, S) || !IN_RANGE(p->in_strides[a], -S, S))) {
             *error = "copy: strides must be in [-2^59, 2^59] (output strides >= 0)";
             return ODML_EPARAM;
         }
@@ -72,7 +68,7 @@ int odml_copy(char *dst, const char *src, const odml_copy_params *p, int threads
             units *= n;
         }
     }
-    if (!odml_mul_le(units, j.sizes[j.nd - 1], ODML_LIMIT / 8)) { *error = "copy: too many elements"; return ODML_EPARAM; }
+    if (!odml_mul_le(units, j.sizes[j.nd - 1], S)) { *error = "copy: too many elements"; return ODML_EPARAM; }
     j.nt = units * j.sizes[j.nd - 1] * j.es >= odml_stream_min_bytes;
     j.dst = dst + p->out_offset * j.es;
     j.src = src + p->in_offset * j.es;

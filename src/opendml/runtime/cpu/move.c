@@ -1,13 +1,13 @@
 /* One pass of the data-movement family's move program (move.h): a strided copy with per-axis index maps (PADDING's
  * EDGE, REFLECTION, SYMMETRIC and WRAP borders), CAST's conversions (convert.h) and IDENTITY's scale/bias, or a
- * constant fill. Owns odml_move.
+ * constant fill.
  *
- * Python hands the pass canonicalised (backend.py: size-1 dimensions folded into the offsets, dimensions ordered by
+ * The pass comes canonicalised (backend.py: size-1 dimensions folded into the offsets, dimensions ordered by
  * destination stride, unmapped neighbours that walk memory as one merged). The innermost dimension is cut into
  * segments along which the source index moves by a constant step of -1, 0 or +1 (every map is piecewise so: the
- * interior +1, a reflected border -1, a clamped one 0), so each segment is one strided run: a memcpy, a reversed or
- * broadcast copy, or a conversion loop. Outer mapped axes read their source offsets from a table built once per call.
- * A unit of work is a chunk of one innermost row, so a single long row still splits over threads. */
+ * interior +1, a reflected border -1, a clamped one 0), each one strided run: a memcpy, a reversed or broadcast copy,
+ * or a conversion loop. Outer mapped axes read their source offsets from a table built once per call. A unit of work
+ * is a chunk of one innermost row, so a single long row still splits over threads. */
 #include <stdlib.h>
 
 #include "common.h"
@@ -45,10 +45,10 @@ typedef void (*packed_fn)(char *d, const char *s, int64_t n);
 PACKED_LIST(PACKED)
 #undef PACKED
 
-/* float32 -> the 8- and 16-bit integers (convert.h's f32i_*: NaN -> 0, then clamped to the type's range, then
- * truncated), 8 lanes at a time: NaN lanes zeroed, clamped, cvttps2dq (exact in that range), then packed (the
- * saturating packs leave in-range values as they are); the tail as convert.h does it. The compiler left the scalar
- * expression a lane at a time (4.5 us against NumPy's 1.4 for 12,800 elements to int8). */
+/* float32 -> the 8- and 16-bit integers (convert.h's f32i_*: NaN -> 0, clamped to the type's range, truncated), 8
+ * lanes at a time: NaN lanes zeroed, clamped, cvttps2dq (exact in that range), then packed (the saturating packs
+ * leave in-range values as they are); the tail by convert.h's run. The compiler left the scalar expression a lane at a
+ * time (4.5 us against NumPy's 1.4 for 12,800 elements to int8). */
 #define NARROW_LIST(X)                                                                                          \
     X(i8, int8_t, INT8_MIN, INT8_MAX, 8, _mm_packs_epi16(w, w))                                                \
     X(u8, uint8_t, 0, UINT8_MAX, 8, _mm_packus_epi16(w, w))                                                    \
@@ -70,13 +70,7 @@ PACKED_LIST(PACKED)
             if (BITS == 8) _mm_storel_epi64((__m128i *)(void *)(d + i), out);                                   \
             else _mm_storeu_si128((__m128i *)(void *)(d + 2 * i), out);                                         \
         }                                                                                                       \
-        for (; i < n; i++) {                                                                                    \
-            float x;                                                                                            \
-            T y;                                                                                                \
-            memcpy(&x, s + 4 * i, 4);                                                                           \
-            y = f32i_##NAME(x);                                                                                 \
-            memcpy(d + sizeof(T) * i, &y, sizeof(T));                                                           \
-        }                                                                                                       \
+        conv_f32_##NAME(d + sizeof(T) * i, s + 4 * i, n - i, sizeof(T), 4);                                   \
     }
 NARROW_LIST(NARROW)
 #undef NARROW
@@ -93,20 +87,13 @@ static ODML_AVX2 void packed_f32_i32(char *d, const char *s, int64_t n) {
         r = _mm256_andnot_si256(nan, _mm256_blendv_epi8(r, top, ge));
         _mm256_storeu_si256((__m256i *)(void *)(d + 4 * i), r);
     }
-    for (; i < n; i++) {
-        float x;
-        int32_t y;
-        memcpy(&x, s + 4 * i, 4);
-        y = f32i_i32(x);
-        memcpy(d + 4 * i, &y, 4);
-    }
+    conv_f32_i32(d + 4 * i, s + 4 * i, n - i, 4, 4);
 }
 
-/* A packed copy of n bytes (n >= 32, buffers apart): 32-byte loads, stores aligned to 32 bytes after one unaligned
- * head; the last 32 bytes stored unaligned (overlapping). Taken for runs of 1 KiB and more below the streaming size:
- * glibc's memcpy measured 1.35x slower at 16 KiB (2.7x at 4 KiB) for destinations 16 bytes off a 64-byte line, which
- * is where malloc puts small outputs, and no faster at any size from 1 KiB to 4 MiB (below 1 KiB memcpy is the
- * faster). */
+/* A packed copy of n >= 32 bytes (buffers apart): 32-byte loads, stores aligned to 32 bytes after one unaligned head,
+ * the last 32 bytes stored unaligned (overlapping). Taken for runs from 1 KiB up to the streaming size: glibc's memcpy
+ * measured 1.35x slower at 16 KiB (2.7x at 4 KiB) for destinations 16 bytes off a 64-byte line (where malloc puts
+ * small outputs), and no faster at any size from 1 KiB to 4 MiB (below 1 KiB it is the faster). */
 static ODML_AVX2 void copy_avx2(char *d, const char *s, int64_t n) {
     __m256i tail = _mm256_loadu_si256((const __m256i *)(const void *)(s + n - 32));
     _mm256_storeu_si256((__m256i *)(void *)d, _mm256_loadu_si256((const __m256i *)(const void *)s));
@@ -275,8 +262,7 @@ typedef struct {
     const char *src;
 } move_call;
 
-/* The outer axes' odometer: index idx over axes [0, top] one step on (the
- * last axis fastest), the destination and source offsets moved with it. */
+/* The outer axes' odometer: idx over axes [0, top] one step on (the last fastest), both offsets moved with it. */
 static inline void next_outer(const move_job *j, int64_t *idx, int top, int64_t *doff, int64_t *soff) {
     for (int a = top; a >= 0; a--) {
         int64_t prev = idx[a];
@@ -311,8 +297,7 @@ static void move_units(const void *vcall, int64_t u0, int64_t u1, int part) {
         return;
     }
     if (j->chunks == 1 && j->nseg == 1 && last >= 1 && !j->tab[last - 1]) {
-        /* whole unmapped rows (most copies and conversions): the rows of the
-         * next axis in one tight loop, then the outer axes' carry */
+        /* whole unmapped rows (most copies and conversions): the next axis's rows in one loop, then the carry */
         const segment *sg = j->seg;
         const int64_t n1 = j->sizes[last - 1], ds1 = j->ds[last - 1], ss1 = j->ss[last - 1];
         int64_t u = u0;
@@ -406,6 +391,7 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
     *out = NULL;
     if (!m) return ODML_ENOMEM;
     move_job *const jp = &m->j;     /* laid out in place (calloc zeroed it) */
+    const int64_t S = ODML_LIMIT / 8;
     if (p->rank < 1 || p->rank > R) FAIL("rank must be in [1, 16]");
     if (p->kind != ODML_MOVE_COPY && p->kind != ODML_MOVE_FILL) FAIL("kind must be 0 (copy) or 1 (fill)");
     if (p->dst_type < 1 || p->dst_type > 11 || (p->kind == ODML_MOVE_COPY && (p->src_type < 1 || p->src_type > 11)))
@@ -414,8 +400,7 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
     jp->fill = p->kind == ODML_MOVE_FILL;
     jp->es_d = odml_type_size[p->dst_type];
     jp->es_s = jp->fill ? jp->es_d : odml_type_size[p->src_type];
-    if (p->dst_offset < 0 || p->dst_offset > ODML_LIMIT / 8 || p->src_offset < -ODML_LIMIT / 8 ||
-        p->src_offset > ODML_LIMIT / 8)
+    if (!IN_RANGE(p->dst_offset, 0, S) || !IN_RANGE(p->src_offset, -S, S))
         FAIL("offsets must be in [-2^59, 2^59] (destination offset >= 0)");
     int64_t count = 1, table_len = 0;
     for (int a = 0; a < jp->nd; a++) {
@@ -425,16 +410,14 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
             m->empty = 1;
             goto done;
         }
-        if (!odml_mul_le(count, n, ODML_LIMIT / 8)) FAIL("too many elements");
+        if (!odml_mul_le(count, n, S)) FAIL("too many elements");
         count *= n;
         if (mode < 0 || mode > ODML_MAP_WRAP) FAIL("map modes must be in [0, 4]");
         /* the source extent along the axis: the map's, or the destination's */
         int64_t extent = mode ? p->map_size[a] : n;
-        if (mode && (extent < 1 || extent > ODML_LIMIT / 8 || p->map_shift[a] < -ODML_LIMIT / 8 ||
-                     p->map_shift[a] > ODML_LIMIT / 8))
+        if (mode && (!IN_RANGE(extent, 1, S) || !IN_RANGE(p->map_shift[a], -S, S)))
             FAIL("a map's size must be in [1, 2^59] and its shift in [-2^59, 2^59]");
-        if (p->dst_strides[a] < 0 || p->dst_strides[a] > ODML_LIMIT / 8 || p->src_strides[a] < -ODML_LIMIT / 8 ||
-            p->src_strides[a] > ODML_LIMIT / 8)
+        if (!IN_RANGE(p->dst_strides[a], 0, S) || !IN_RANGE(p->src_strides[a], -S, S))
             FAIL("strides must be in [-2^59, 2^59] (destination strides >= 0)");
         if (!odml_mul_le(n - 1, p->dst_strides[a] * jp->es_d, ODML_LIMIT / 16) ||
             !odml_mul_le(extent - 1, (p->src_strides[a] < 0 ? -p->src_strides[a] : p->src_strides[a]) * jp->es_s,
@@ -486,8 +469,7 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
             m->one_seg.d0 = 0; m->one_seg.n = n; m->one_seg.s0 = 0; m->one_seg.sstep = st;
             jp->nseg = 1;
         } else {
-            /* at most: the interior, and per period of the map outside it two
-             * pieces; bounded by n */
+            /* the interior and two pieces per period of the map outside it: at most n */
             segs = (segment *)malloc((size_t)n * sizeof(segment));
             if (!segs) { status = ODML_ENOMEM; goto done; }
             int64_t d = 0, m = 0;
@@ -505,8 +487,7 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
             jp->nseg = m;
         }
         jp->seg = mode ? segs : &m->one_seg;
-        /* chunks of the inner row, so that few long rows still split over
-         * threads (whole cache lines each) */
+        /* chunks of the inner row (whole cache lines), so that few long rows still split over threads */
         int64_t rows = count / n;
         jp->chunk = n;
         if (threads > 1 && rows < 4 * (int64_t)threads) {

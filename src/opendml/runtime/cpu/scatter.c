@@ -1,11 +1,10 @@
 /* SLICE_GRAD's scatter into zeros (ScatterPlan): out[p] = in[i] where p = first + i*step with 0 <= i < taken in every
- * dimension, else 0. Owns the scatter kernel.
+ * dimension, else 0.
  *
- * A unit of work is one output row (every position but the innermost fixed). A row whose outer positions are not all
- * covered is zeroed; a covered row gets its leading zeros, its input elements (a run copy for step 1, element by
- * element with the zero gaps between them otherwise) and its trailing zeros. Every output element is written exactly
- * once, so the output is never read and nothing needs clearing first. Python hands the plan with size-1 dimensions
- * dropped and fully covered neighbours merged. */
+ * A unit of work is one output row (all but the innermost position fixed). A row not covered in every outer dimension
+ * is zeroed; a covered one gets its leading zeros, its input elements (one run copy for step 1, else element by
+ * element with the zero gaps) and its trailing zeros. Each output element is written once, so the output is never
+ * read or cleared first. Python drops size-1 dimensions and merges fully covered neighbours. */
 #include "common.h"
 #include "runs.h"
 
@@ -33,15 +32,6 @@ static inline void pos_next(const scatter_job *j, int d, pos_t *q) {
     if (q->p > j->first[d] && ++q->r == j->step[d]) { q->r = 0; q->i++; }
 }
 
-static inline void copy_elem(char *d, const char *s, int es) {
-    switch (es) {
-    case 1: memcpy(d, s, 1); break;
-    case 2: memcpy(d, s, 2); break;
-    case 4: memcpy(d, s, 4); break;
-    default: memcpy(d, s, 8); break;
-    }
-}
-
 static void scatter_row(const scatter_job *j, char *out, const char *in) {
     const int d = j->R - 1, es = j->es;
     const int64_t f = j->first[d], step = j->step[d], t = j->taken[d], n = j->size[d];
@@ -57,7 +47,7 @@ static void scatter_row(const scatter_job *j, char *out, const char *in) {
     } else {
         for (int64_t i = 0; i < t; i++) {
             char *o = out + (f + i * step) * os;
-            copy_elem(o, in + i * is, es);
+            odml_copy_elem(o, in + i * is, es);
             if (i + 1 < t) zero_run(o + os, step - 1, os, es);
         }
     }

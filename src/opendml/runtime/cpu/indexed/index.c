@@ -1,35 +1,39 @@
-/* The index-driven passes of the move program (plan.Gather, plan.Scatter) on the CPU, part of
- * opendml.runtime.cpu._native: run by the call cache's entries (runtime/native/calls_move.c, PASS_INDEX) and by the
- * CPU backend (index_run_pass).
+/* The index-driven passes of the move program (plan.Gather, plan.Scatter) on the CPU: run by the call cache's entries
+ * (runtime/native/calls_move.c, PASS_INDEX) and by the CPU backend (index_run_pass).
  *
- * One pass walks its "outer" dimensions in row-major order; at each position it reads every IndexAxis's value from
- * its index tensor, turns it into a coordinate inside [0, bound) (a negative value of a signed type counted from the
- * end, then clamped; or the position skipped: INDEX_SKIP; or, for INDEX_REVERSE_LENGTH, the reversed coordinate of
- * the first min(L, bound) elements), and moves one block of the "inner" dimensions (those that read no index). Values
- * are compared exactly in their own type: no wrap-around. Before anything moves, the whole reach of the pass (its
- * strides' span plus every coordinate's [0, bound) times its stride, and the index tensors' elements read) is checked
- * against the bound ranges; a pass reaching outside them stops with an error (a plan that validation let through
- * never does). The coordinates then never leave [0, bound).
+ * A pass walks its "outer" dimensions in row-major order; at each position it reads every IndexAxis's value, turns it
+ * into a coordinate in [0, bound) (a negative signed value counted from the end, then clamped; or the position
+ * skipped: INDEX_SKIP; or, for INDEX_REVERSE_LENGTH, the reversed coordinate of the first min(L, bound) elements), and
+ * moves one block of the "inner" dimensions (those that read no index). Values are compared exactly in their own type
+ * (no wrap-around). Before anything moves, the pass's whole reach (its strides' span plus every coordinate's [0,
+ * bound) times its stride, and the index elements read) is checked against the bound ranges; a pass reaching outside
+ * them stops with an error (a validated plan never does).
  *
  * A scatter runs its positions in order on one thread: where positions repeat, the last write wins (or, accumulating,
- * the additions happen in that order: float16 adds in float32 and rounds each sum, as NumPy does; integers wrap), so
- * the result is the same bytes on every run.
+ * the additions run in that order: float16 adds in float32 and rounds each sum, as NumPy does; integers wrap), so
+ * every run gives the same bytes.
  *
- * Every pass also reports whether a (clamping or skipping) index value lay outside its dimension: the array API's
- * index check, fused into the read. A pass without index axes is a plain copy or fill (the Copy passes of the
- * scatters and ONE_HOT, as the array API records them in the call cache). */
+ * Every pass reports whether a (clamping or skipping) index value lay outside its dimension: the array API's index
+ * check, fused into the read. A pass without index axes is a plain copy or fill (the scatters' and ONE_HOT's Copy
+ * passes, as the call cache records them). */
 #include "index.h"
 
 #include <string.h>
 
+#include "../common.h"
 #include "../fp16.h"
 
 /* DML_TENSOR_DATA_TYPE values */
 enum { T_F32 = 1, T_F16 = 2, T_U32 = 3, T_U16 = 4, T_U8 = 5, T_I32 = 6, T_I16 = 7, T_I8 = 8, T_F64 = 9,
        T_U64 = 10, T_I64 = 11 };
 
-/* The coordinate of one index value; 0: skip the position. *bad is set where a (mode 0) value lies outside [-bound,
- * bound) (signed) or [0, bound): the array API's index check, fused into the pass. */
+/* A length V of index type IT clamped to [0, B] (INDEX_REVERSE_LENGTH). */
+#define CLAMPED_LENGTH(IT, V, B) \
+    ((IT)-1 < (IT)0 ? ((int64_t)(V) < 0 ? 0 : ((int64_t)(V) > (B) ? (B) : (int64_t)(V))) \
+                    : ((uint64_t)(V) > (uint64_t)(B) ? (B) : (int64_t)(uint64_t)(V)))
+
+/* The coordinate of one index value; 0: skip the position. *bad is set where a mode-0 value lies outside [-bound,
+ * bound) (signed) or [0, bound). */
 static inline int coordinate(const idx_axis* ax, const char* base, int64_t at, int64_t e, int64_t* c, int* bad) {
     int64_t bound = ax->bound;
     int is_signed = 0;
@@ -42,9 +46,7 @@ static inline int coordinate(const idx_axis* ax, const char* base, int64_t at, i
     default: uv = ((const uint64_t*)base)[at]; break;
     }
     if (ax->mode == 1) {                       /* INDEX_REVERSE_LENGTH */
-        int64_t len;
-        if (is_signed) len = sv < 0 ? 0 : (sv > bound ? bound : sv);
-        else len = uv > (uint64_t)bound ? bound : (int64_t)uv;
+        int64_t len = is_signed ? CLAMPED_LENGTH(int64_t, sv, bound) : CLAMPED_LENGTH(uint64_t, uv, bound);
         *c = e < len ? len - 1 - e : e;
         return 1;
     }
@@ -103,12 +105,7 @@ static inline void block(const idx_params* p, const char* src, char* dst, int64_
     if (first == r) {
         const char* s = p->has_value ? (const char*)&p->value_bits : src + so * es;
         if (acc) add_element(dst + dd * es, s, p->data_type);
-        else switch (es) {                         /* a fixed-size move the compiler inlines */
-            case 1: memcpy(dst + dd, s, 1); break;
-            case 2: memcpy(dst + dd * 2, s, 2); break;
-            case 4: memcpy(dst + dd * 4, s, 4); break;
-            default: memcpy(dst + dd * 8, s, 8); break;
-        }
+        else odml_copy_elem(dst + dd * es, s, es);
         return;
     }
     if (packed && !p->has_value && !acc) {
@@ -256,11 +253,6 @@ static inline int walk_next(const idx_params* p, int64_t last, int64_t* pos, int
     if (na == 1) { BY_WORD(ES, ELEMENT_ROW1, IT) }                                                \
     else if (na == 2) { BY_WORD(ES, ELEMENT_ROW2, IT) }                                           \
     else { BY_WORD(ES, ELEMENT_ROW, IT) }
-
-/* A length V of index type IT clamped to [0, B], as coordinate() reads it. */
-#define CLAMPED_LENGTH(IT, V, B) \
-    ((IT)-1 < (IT)0 ? ((int64_t)(V) < 0 ? 0 : ((int64_t)(V) > (B) ? (B) : (int64_t)(V))) \
-                    : ((uint64_t)(V) > (uint64_t)(B) ? (B) : (int64_t)(uint64_t)(V)))
 
 /* REVERSE_SUBSEQUENCES along the innermost dimension (one length per row). */
 #define REVERSE_ROW(IT, WT)                                                                       \
@@ -497,7 +489,7 @@ static int too_far(const int64_t* sizes, const int64_t* strides, int64_t r, int6
 const char* odml_index_malformed(const idx_params* p, int64_t ninputs) {
     if (p->rank < 0 || p->rank > IDX_MAX_RANK || p->outer < 0 || p->outer > p->rank || p->naxes < 0 ||
         p->naxes > IDX_MAX_AXES || (p->kind != 0 && p->kind != 1) ||
-        (p->element_size != 1 && p->element_size != 2 && p->element_size != 4 && p->element_size != 8))
+        !odml_valid_size(p->element_size))
         return "malformed parameters";
     for (int64_t a = 0; a < p->naxes; a++) {
         const idx_axis* ax = &p->axes[a];
