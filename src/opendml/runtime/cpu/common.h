@@ -94,16 +94,6 @@ static inline int odml_bad_dims(int64_t rank, int64_t max_rank, int64_t es, cons
     return 1;
 }
 
-/* Move one element of `es` bytes (1, 2, 4 or 8): a fixed-size memcpy, which compilers inline. */
-static inline void odml_copy_elem(char *d, const char *s, int64_t es) {
-    switch (es) {
-    case 1: memcpy(d, s, 1); break;
-    case 2: memcpy(d, s, 2); break;
-    case 4: memcpy(d, s, 4); break;
-    default: memcpy(d, s, 8); break;
-    }
-}
-
 /* a * b <= lim for 0 <= a, b (no overflow in the test). */
 static inline int odml_mul_le(int64_t a, int64_t b, int64_t lim) { return a == 0 || b <= lim / a; }
 

@@ -40,12 +40,13 @@ static void copy_units(const void *vjob, int64_t u0, int64_t u1, int part) {
 }
 
 int odml_copy(char *dst, const char *src, const odml_copy_params *p, int threads, const char **error) {
-    const int64_t S = ODML_LIMIT / 8;
     copy_job j;
-    if (odml_bad_dims(p->rank, ODML_MAX_RANK, p->element_size,
-                      "copy: element_size must be 1, 2, 4 or 8 and rank in [1, 8]", error))
+    if (p->rank < 1 || p->rank > ODML_MAX_RANK || !odml_valid_size(p->element_size)) {
+        *error = "copy: element_size must be 1, 2, 4 or 8 and rank in [1, 8]";
         return ODML_EPARAM;
-    if (!IN_RANGE(p->in_offset, -S, S) || !IN_RANGE(p->out_offset, 0, S)) {
+    }
+    if (p->in_offset < -ODML_LIMIT / 8 || p->in_offset > ODML_LIMIT / 8 || p->out_offset < 0 ||
+        p->out_offset > ODML_LIMIT / 8) {
         *error = "copy: offsets must be in [-2^59, 2^59] (output offset >= 0)";
         return ODML_EPARAM;
     }
@@ -55,7 +56,8 @@ int odml_copy(char *dst, const char *src, const odml_copy_params *p, int threads
         int64_t n = p->sizes[a];
         if (n < 0 || n > ODML_LIMIT) { *error = "copy: sizes must be in [0, 2^62]"; return ODML_EPARAM; }
         if (n == 0) return ODML_OK;
-        if (n > 1 && (!IN_RANGE(p->out_strides[a], 0, S) || !IN_RANGE(p->in_strides[a], -S, S))) {
+        if (n > 1 && (p->out_strides[a] < 0 || p->out_strides[a] > ODML_LIMIT / 8 ||
+                      p->in_strides[a] < -ODML_LIMIT / 8 || p->in_strides[a] > ODML_LIMIT / 8)) {
             *error = "copy: strides must be in [-2^59, 2^59] (output strides >= 0)";
             return ODML_EPARAM;
         }
@@ -68,7 +70,7 @@ int odml_copy(char *dst, const char *src, const odml_copy_params *p, int threads
             units *= n;
         }
     }
-    if (!odml_mul_le(units, j.sizes[j.nd - 1], S)) { *error = "copy: too many elements"; return ODML_EPARAM; }
+    if (!odml_mul_le(units, j.sizes[j.nd - 1], ODML_LIMIT / 8)) { *error = "copy: too many elements"; return ODML_EPARAM; }
     j.nt = units * j.sizes[j.nd - 1] * j.es >= odml_stream_min_bytes;
     j.dst = dst + p->out_offset * j.es;
     j.src = src + p->in_offset * j.es;

@@ -19,7 +19,7 @@
 
 typedef struct {
     char *dst; const char *src; int es, D;
-    int64_t channels, K, tile, ntiles;
+    int64_t batch, channels, K, tile, ntiles;
     int64_t in_n, in_row, in_col, on, oc;                     /* bytes */
     int64_t size[MAXS], os[MAXS], win[MAXS], st[MAXS], dil[MAXS], pad[MAXS], blocks[MAXS];
     int64_t kstr[MAXS], bstr[MAXS];                           /* flat window / block index strides */
@@ -132,7 +132,7 @@ int odml_window_sums(char *dst, const char *src, const odml_fold_params *p, int 
         *error = "fold: strides must be in [-2^59, 2^59] (output strides >= 0)";
         return ODML_EPARAM;
     }
-    j.channels = p->channels; j.K = K;
+    j.batch = p->batch; j.channels = p->channels; j.K = K;
     j.in_n = p->batch > 1 ? p->in_batch_stride * es : 0;
     j.in_row = p->channels * K > 1 ? p->in_row_stride * es : 0;
     j.in_col = B > 1 ? p->in_column_stride * es : 0;

@@ -32,6 +32,15 @@ static inline void pos_next(const scatter_job *j, int d, pos_t *q) {
     if (q->p > j->first[d] && ++q->r == j->step[d]) { q->r = 0; q->i++; }
 }
 
+static inline void copy_elem(char *d, const char *s, int es) {
+    switch (es) {
+    case 1: memcpy(d, s, 1); break;
+    case 2: memcpy(d, s, 2); break;
+    case 4: memcpy(d, s, 4); break;
+    default: memcpy(d, s, 8); break;
+    }
+}
+
 static void scatter_row(const scatter_job *j, char *out, const char *in) {
     const int d = j->R - 1, es = j->es;
     const int64_t f = j->first[d], step = j->step[d], t = j->taken[d], n = j->size[d];
@@ -47,7 +56,7 @@ static void scatter_row(const scatter_job *j, char *out, const char *in) {
     } else {
         for (int64_t i = 0; i < t; i++) {
             char *o = out + (f + i * step) * os;
-            odml_copy_elem(o, in + i * is, es);
+            copy_elem(o, in + i * is, es);
             if (i + 1 < t) zero_run(o + os, step - 1, os, es);
         }
     }
