@@ -230,8 +230,7 @@ static void fill_run(char *d, int64_t n, int64_t ds, int es, uint64_t bits) {
 
 /* x * scale + bias in the compute type (float32, or float64 for a float64 source), two roundings (never fused:
  * setup.py builds with -ffp-contract=off), through a stack buffer of BLOCK values. A NaN result is the canonical NaN
- * (float32 0x7FC00000, float64 0x7FF8000000000000), as on the NumPy path: which payload an operation on NaNs keeps is
- * not defined across processors. */
+ * (fp16.h), as on the NumPy path: which payload an operation on NaNs keeps differs across processors. */
 #define BLOCK 256
 static void scale_bias_run(const move_job *j, char *d, const char *s, int64_t n, int64_t ds, int64_t ss) {
     const float nan32 = odml_nan_f32();

@@ -88,10 +88,9 @@ static void unfold_units(const void *vjob, int64_t u0, int64_t u1, int part) {
             int64_t t = u % j->ntiles, nc = u / j->ntiles;
             int64_t n = nc / j->channels, c = nc % j->channels;
             int64_t c0 = t * j->tile, c1 = c0 + j->tile < j->cols ? c0 + j->tile : j->cols;
-            /* 1-D with dilation dividing stride (framing): window index k and k - q, q = stride/dilation, read the
-             * same input one block apart, so row k is row k - q (already written in this tile) moved left by one
-             * column; only the tile's last column is gathered. Only where output rows are disjoint (shift_rows): rows
-             * that share memory must not be read back. */
+            /* 1-D with dilation dividing stride (framing): window indices k and k - q, q = stride/dilation, read the
+             * same input one block apart, so row k is row k - q (already written in this tile) moved left one column
+             * and only the tile's last column is gathered. Rows sharing memory (!shift_rows) must not be read back. */
             int64_t q = (j->D == 1 && j->st[0] % j->dil[0] == 0) ? j->st[0] / j->dil[0] : 0;
             int shift_ok = j->shift_rows && q > 0 && j->ocol == j->es && c1 - c0 > 1;
             char *rows = j->dst + n * j->on + c * j->K * j->orow;
