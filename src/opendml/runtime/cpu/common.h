@@ -1,8 +1,6 @@
 /* Shared by the C sources of opendml's CPU kernels (no Python here): limits, status codes, the kernels' entry points
- * and small integer helpers.
+ * and small integer helpers. The files:
  *
- * Files and what each owns:
- *   common.h    this header
  *   runs.h      the inner loops every kernel uses (element runs, zero runs, row fills, streaming stores)
  *   fp16.h      exact float16 <-> float32 conversion (bit manipulation)
  *   fold_impl.h FOLD's loops, instantiated by fold.c per accumulator type
@@ -15,13 +13,12 @@
  *   convert.h   CAST's conversions between the 11 types, per pair
  *   blocks.c    output memory blocks with a bounded reuse cache (a Python type; blocks.h for native/module.c)
  *   indexed/    index.c: the Gather and Scatter passes (index-driven copies)
- * The glue (the Python module, the call cache, the C new-shape lowerings, CUDA launches from C) is in
- * ../native/.
+ * The glue (the Python module, the call cache, the C new-shape lowerings, CUDA launches from C) is in ../native/.
  *
- * Kernels take the parameter structs of runtime/params.h (offsets and strides in elements) and convert them to bytes
- * once per call. They check what they need for their own arithmetic to be defined (rank, element size, value ranges
- * that keep every position inside 64 bits) and return ODML_OK, ODML_EPARAM with a message, or ODML_ENOMEM; whether
- * the plan stays inside the bound buffers was checked in Python before the call. */
+ * Kernels take runtime/params.h's parameter structs (offsets and strides in elements), convert them to bytes once per
+ * call, check what their own arithmetic needs to be defined (rank, element size, ranges that keep every position in
+ * 64 bits) and return ODML_OK, ODML_EPARAM with a message, or ODML_ENOMEM; Python checked before the call that the
+ * plan stays inside the bound buffers. */
 #ifndef OPENDML_CPU_COMMON_H
 #define OPENDML_CPU_COMMON_H
 
@@ -70,8 +67,7 @@ static inline int odml_run_kernel(int code, char *dst, const char *src, const od
 int odml_cuda_launch(uint64_t function, unsigned grid, unsigned block, unsigned shared, uint64_t stream, uint64_t src,
                      uint64_t dst, uint64_t params);
 
-/* Outputs at least this large are written with streaming stores where a
- * kernel writes whole contiguous runs (copy.c). Tuning aid: _native.stream_min. */
+/* Outputs this large get streaming stores where a kernel writes whole contiguous runs (copy.c); _native.stream_min. */
 extern int64_t odml_stream_min_bytes;
 
 /* threads.c: run fn over units [0, units) split in `threads` contiguous parts (part p gets [units*p/threads,

@@ -47,8 +47,8 @@ PACKED_LIST(PACKED)
 
 /* float32 -> the 8- and 16-bit integers (convert.h's f32i_*: NaN -> 0, clamped to the type's range, truncated), 8
  * lanes at a time: NaN lanes zeroed, clamped, cvttps2dq (exact in that range), then packed (the saturating packs
- * leave in-range values as they are); the tail as convert.h does it. The compiler left the scalar expression a lane at a
- * time (4.5 us against NumPy's 1.4 for 12,800 elements to int8). */
+ * leave in-range values as they are); the tail as convert.h does it. The compiler left the scalar expression a lane
+ * at a time (4.5 us against NumPy's 1.4 for 12,800 elements to int8). */
 #define NARROW_LIST(X)                                                                                          \
     X(i8, int8_t, INT8_MIN, INT8_MAX, 8, _mm_packs_epi16(w, w))                                                \
     X(u8, uint8_t, 0, UINT8_MAX, 8, _mm_packus_epi16(w, w))                                                    \

@@ -112,7 +112,8 @@ static int64_t stride2_swar(char *d, const char *s, int64_t n, int es) {
 #if HAVE_STREAM
 /* Stride 2 with SSE2, 16 output bytes per step from two 16-byte loads: the even elements are kept by sign-extending
  * shifts and a saturating pack (exact, as the values already fit) or, for 4-byte elements, a shuffle. Like
- * stride2_swar it leaves the last element to the caller, so the second load's final (odd) element is inside the run. */
+ * stride2_swar it leaves at least the last element to the caller, so the second load's final (odd) element is never
+ * past the run. */
 static int64_t stride2_sse2(char *d, const char *s, int64_t n, int es) {
     const int64_t per = 16 / es;
     int64_t i = 0;
