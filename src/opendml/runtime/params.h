@@ -1,15 +1,10 @@
-/* opendml kernel parameter blocks: declared once here, read by the C kernels
- * (runtime/cpu) and the CUDA kernels (runtime/cuda/kernels.cu), mirrored once
- * in Python by runtime/params.py (ctypes structures in the same field order;
- * tests/runtime/test_params.py checks that the two declarations agree).
+/* opendml kernel parameter blocks, read by the C kernels (runtime/cpu) and the CUDA kernels
+ * (runtime/cuda/kernels.cu), mirrored by runtime/params.py's ctypes structures (tests/runtime/test_params.py checks
+ * that they agree).
  *
- * Units: every offset and stride counts elements of `element_size` bytes from
- * the pointer the kernel is given (for a CUDA copy widened to 16-byte words,
- * the "element" is the word). Input strides are signed; output strides are
- * >= 0. Only the first `rank` (or `dims`) entries of an array are meaningful.
- * Every field is a 64-bit integer, so the layout is the same for every
- * compiler (no padding).
- */
+ * Units: offsets and strides count elements of `element_size` bytes from the pointer the kernel is given (a CUDA
+ * copy widened to 16-byte words counts words). Input strides are signed, output strides >= 0; only the first `rank`
+ * (or `dims`) entries of an array are meaningful. Every field is 64 bits: one layout for every compiler. */
 #ifndef OPENDML_PARAMS_H
 #define OPENDML_PARAMS_H
 
@@ -36,9 +31,8 @@ typedef struct odml_copy_params {
     odml_i64 out_strides[ODML_MAX_RANK];
 } odml_copy_params;
 
-/* One spatial dimension of UNFOLD or FOLD. `size` and `image_stride` describe
- * the image: UNFOLD's input, FOLD's output. Block b's window element k sits at
- * image position b*stride + k*dilation - start_padding. */
+/* One spatial dimension of UNFOLD or FOLD. `size` and `image_stride` describe the image (UNFOLD's input, FOLD's
+ * output). Block b's window element k sits at image position b*stride + k*dilation - start_padding. */
 typedef struct odml_window_dim {
     odml_i64 size;
     odml_i64 image_stride;               /* elements between neighbours in the image */
@@ -73,10 +67,9 @@ typedef struct odml_unfold_params {
     odml_window_dim dim[ODML_MAX_SPATIAL];
 } odml_unfold_params;
 
-/* FoldPlan: image[n, c, p] = +0, then += columns[n, c*K + k, b] for every
- * window element k in increasing (row-major) order whose block b satisfies
- * b*stride + k*dilation - start_padding == p; float16 sums in float32 and
- * rounds once, integers wrap. */
+/* FoldPlan: image[n, c, p] = +0, then += columns[n, c*K + k, b] for every window element k in increasing
+ * (row-major) order whose block b has b*stride + k*dilation - start_padding == p; float16 sums in float32 and rounds
+ * once, integers wrap. */
 #define ODML_SUM_INTEGER 0               /* two's complement wrap-around, any signedness */
 #define ODML_SUM_FLOAT 1                 /* IEEE: float16 (in float32), float32, float64 */
 typedef struct odml_fold_params {
@@ -98,8 +91,8 @@ typedef struct odml_fold_params {
     odml_window_dim dim[ODML_MAX_SPATIAL];
 } odml_fold_params;
 
-/* ScatterPlan (SLICE_GRAD): out[p] = in[i] where p = first + i*step for some
- * i < taken in every dimension, else 0. Every output element is written once. */
+/* ScatterPlan (SLICE_GRAD): out[p] = in[i] where p = first + i*step for some i < taken in every dimension, else 0;
+ * each output element written once. */
 typedef struct odml_scatter_params {
     odml_i64 element_size;
     odml_i64 rank;
@@ -114,17 +107,13 @@ typedef struct odml_scatter_params {
     odml_i64 in_strides[ODML_MAX_RANK];  /* signed */
 } odml_scatter_params;
 
-/* MovePlan (the data-movement family), one pass per launch: over the pass's
- * destination index space (dims ordered by destination stride, innermost
- * last; `size` and strides in elements of each side's type),
- * dst[dst_offset + sum(c*dst_stride)] = f(src[src_offset + sum(m(c)*src_stride)])
- * where m is the dimension's map (map_mode 0: none; 1 CLAMP, 2 REFLECT,
- * 3 SYMMETRIC, 4 WRAP as plan.AxisMap with map_shift and map_size; 5
- * CONSTANT: outside [0, map_size) the element is fill_bits) and f converts
- * src_type to dst_type (DataType values) after x*scale + bias where
- * scale_bias is 1 (float32 bits in scale32/bias32, float64 bits in
- * scale64/bias64). A Fill pass writes fill_bits (the destination word).
- * div_magic/div_shift: the 32-bit multiply-shift division by `size`. */
+/* MovePlan (the data-movement family), one pass per launch over its destination index space (dims ordered by
+ * destination stride, innermost last; sizes and strides in elements of each side's type):
+ * dst[dst_offset + sum(c*dst_stride)] = f(src[src_offset + sum(m(c)*src_stride)]), m the dimension's map (map_mode
+ * 0: none; 1 CLAMP, 2 REFLECT, 3 SYMMETRIC, 4 WRAP as plan.AxisMap with map_shift and map_size; 5 CONSTANT: outside
+ * [0, map_size) the element is fill_bits), f a conversion from src_type to dst_type (DataType values) after x*scale +
+ * bias where scale_bias is 1 (float32 bits in scale32/bias32, float64 bits in scale64/bias64). A Fill pass writes
+ * fill_bits (the destination word). div_magic/div_shift: the 32-bit multiply-shift division by `size`. */
 #define ODML_MAX_MOVE_RANK 16
 typedef struct odml_move_dim {
     odml_i64 size;
@@ -153,15 +142,10 @@ typedef struct odml_move_params {
     odml_move_dim dim[ODML_MAX_MOVE_RANK];
 } odml_move_params;
 
-/* The CPU kernels that take one of the blocks above, declared once:
- * X(NAME, name, parameter struct), kernel code ODML_KERNEL_<NAME> = the
- * position here. `name` is the kernel's everywhere: its C function
- * odml_<name> (runtime/cpu/common.h), the extension's function of that name,
- * the call cache's record of it (call_cache_put_move's pass kind
- * TUNED_PASS + its code) and the member of the call cache's
- * parameter union; named after what it does (windows: UNFOLD's, window_sums:
- * FOLD's). runtime/params.py's KERNELS mirrors the list (checked by
- * tests/runtime/test_params.py). */
+/* The CPU kernels that take one of the blocks above: X(NAME, name, parameter struct), kernel code ODML_KERNEL_<NAME>
+ * its position. `name` is the kernel's everywhere: its C function odml_<name> (runtime/cpu/common.h), the
+ * extension's function, the call cache's record (pass kind TUNED_PASS + its code) and the parameter union's member
+ * (windows: UNFOLD's, window_sums: FOLD's). runtime/params.py's KERNELS mirrors the list (test_params.py checks). */
 #define ODML_CPU_KERNELS(X)                         \
     X(COPY, copy, odml_copy_params)                 \
     X(WINDOWS, windows, odml_unfold_params)         \

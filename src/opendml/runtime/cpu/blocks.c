@@ -1,13 +1,12 @@
 /* Output memory blocks with a bounded reuse cache: the Block type and the cache_limit / cache_info functions of
- * opendml.runtime.cpu._native. Owns the cache and its tracemalloc domain.
+ * opendml.runtime.cpu._native, and the cache's tracemalloc domain.
  *
  * Block(nbytes) is writable memory for one array output. When the last array viewing it goes away, its pages go to a
- * small cache (at most `limit` bytes, oldest evicted first) instead of back to the system, and the next output of a
- * similar size (at least the request, at most 1/16 more) reuses them. A large fresh mapping costs a page fault and a
- * kernel zero-fill per page on first touch, which on small machines takes about as long as the kernel that writes the
- * output; a reused block is already resident. Memory in the cache is not in use by any array; cache_info() reports it
- * and cache_limit(0) returns it to the system. Blocks are traced by tracemalloc while they back an array (not while
- * cached). Everything here runs with the GIL held. */
+ * small cache (at most `limit` bytes, oldest evicted first), and the next output of a similar size (at least the
+ * request, at most 1/16 more) reuses them, already resident: a large fresh mapping costs a page fault and a kernel
+ * zero-fill per page on first touch, on small machines about as long as the kernel that writes the output. The
+ * cache's memory is in use by no array (tracemalloc traces blocks only while they back one); cache_info() reports it
+ * and cache_limit(0) returns it to the system. Everything here runs with the GIL held. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -15,7 +14,6 @@
 #include <string.h>
 #ifndef _WIN32
 #include <sys/mman.h>
-#include <unistd.h>
 #endif
 
 #include "blocks.h"
@@ -73,25 +71,6 @@ static void cache_trim(Py_ssize_t room) { /* evict oldest until `room` more byte
     while (cache_n && (cache_bytes + room > cache_max || cache_n == CACHE_SLOTS)) cache_drop(0);
 }
 
-static PyObject *block_make(PyTypeObject *type, Py_ssize_t n);
-
-static PyObject *Block_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    Py_ssize_t n;
-    static char *kwlist[] = {"nbytes", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "n", kwlist, &n)) return NULL;
-    return block_make(type, n);
-}
-
-PyObject *odml_block_new(Py_ssize_t nbytes, char **ptr, int *fresh) {
-    Block *b = (Block *)block_make(&odml_BlockType, nbytes);
-    if (!b) return NULL;
-    *ptr = b->ptr;
-    *fresh = b->fresh;
-    return (PyObject *)b;
-}
-
-Py_ssize_t odml_block_cache_max(void) { return cache_max; }
-
 static PyObject *block_make(PyTypeObject *type, Py_ssize_t n) {
     if (n < 0) {
         PyErr_Format(PyExc_ValueError, "opendml.runtime.cpu._native.Block: nbytes must be >= 0, got %zd", n);
@@ -132,6 +111,23 @@ static PyObject *block_make(PyTypeObject *type, Py_ssize_t n) {
     PyTraceMalloc_Track(TRACE_DOMAIN, (uintptr_t)b->ptr, (size_t)b->cap);
     return (PyObject *)b;
 }
+
+static PyObject *Block_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    Py_ssize_t n;
+    static char *kwlist[] = {"nbytes", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "n", kwlist, &n)) return NULL;
+    return block_make(type, n);
+}
+
+PyObject *odml_block_new(Py_ssize_t nbytes, char **ptr, int *fresh) {
+    Block *b = (Block *)block_make(&odml_BlockType, nbytes);
+    if (!b) return NULL;
+    *ptr = b->ptr;
+    *fresh = b->fresh;
+    return (PyObject *)b;
+}
+
+Py_ssize_t odml_block_cache_max(void) { return cache_max; }
 
 static void Block_dealloc(Block *b) {
     if (b->ptr) {

@@ -1,21 +1,17 @@
-/* CAST's conversions between the 11 element types (ops/cast.py states the
- * rules; runtime/cpu/numpy_kernels.convert_array is the reference, and these
- * give its bytes for every pair, tests/runtime/test_cpu_move.py checks):
+/* CAST's conversions between the 11 element types (ops/cast.py states the rules; these give the bytes of the reference,
+ * runtime/cpu/numpy_kernels.convert_array, for every pair: tests/runtime/test_cpu_move.py checks):
  *
  *   same type        the bits, unchanged
- *   float -> float   round to nearest even; float16 by NumPy's bit routines
- *                    (npy_floatbits_to_halfbits, npy_doublebits_to_halfbits,
- *                    npy_halfbits_to_doublebits: NaN payloads kept), float32
- *                    <-> float64 by the C cast (as NumPy's astype)
- *   int -> float     the C cast (one rounding); to float16 through float32
- *                    (exact below 2^24, and anything larger is infinity)
+ *   float -> float   round to nearest even; float16 by NumPy's bit routines (npy_floatbits_to_halfbits,
+ *                    npy_doublebits_to_halfbits, npy_halfbits_to_doublebits: NaN payloads kept), float32 <-> float64
+ *                    by the C cast (as NumPy's astype)
+ *   int -> float     the C cast (one rounding); to float16 through float32 (exact below 2^24; anything larger is
+ *                    infinity)
  *   float -> int     truncate toward zero, saturate, NaN -> 0
  *   int -> int       two's complement wrap-around (the low bits)
  *
- * Each pair is a run function conv(d, s, n, ds, ss): n elements, byte
- * strides; loads and stores through memcpy (any alignment). Static: included
- * by move.c only.
- */
+ * Each pair is a run function conv(d, s, n, ds, ss): n elements, byte strides, loads and stores through memcpy (any
+ * alignment). Static: included by move.c only. */
 #ifndef OPENDML_CPU_CONVERT_H
 #define OPENDML_CPU_CONVERT_H
 
@@ -25,8 +21,7 @@
 #include "fp16.h"
 #include "move.h"
 
-/* float64 -> float16 bits: NumPy's npy_doublebits_to_halfbits, round to
- * nearest even, overflow to infinity, NaN payload's top bits kept. */
+/* float64 -> float16 bits: npy_doublebits_to_halfbits (nearest even, overflow to infinity, NaN payload's top bits). */
 static inline uint16_t odml_d2h(double value) {
     uint64_t d, d_sig;
     memcpy(&d, &value, 8);
@@ -51,8 +46,7 @@ static inline uint16_t odml_d2h(double value) {
     return (uint16_t)(h_sgn + h_sig + h_exp);
 }
 
-/* float16 bits -> float64: exact; NaN payloads kept (a signalling NaN stays
- * signalling), as npy_halfbits_to_doublebits. */
+/* float16 bits -> float64: exact, NaN payloads kept (a signalling NaN stays one), as npy_halfbits_to_doublebits. */
 static inline double odml_h2d(uint16_t h) {
     if ((h & 0x7c00u) == 0x7c00u && (h & 0x03ffu)) {
         uint64_t bits = ((uint64_t)(h & 0x8000u) << 48) | 0x7ff0000000000000ull | ((uint64_t)(h & 0x03ffu) << 42);
@@ -63,9 +57,8 @@ static inline double odml_h2d(uint16_t h) {
     return (double)odml_h2f(h);
 }
 
-/* float -> integer: truncate toward zero, saturate, NaN -> 0. `lo` is the
- * type's minimum minus one (for int64 it rounds to -2^63, which saturates to
- * the same minimum); `hi` its maximum plus one, a power of two. */
+/* float -> integer: truncate toward zero, saturate, NaN -> 0. LO is the type's minimum minus one (for int64 it rounds
+ * to -2^63, which saturates to the same minimum); HI its maximum plus one, a power of two. */
 #define ODML_F2I(NAME, T, LO, HI, MIN, MAX)                                          \
     static inline T NAME(double v) {                                                 \
         if (v != v) return 0;                                                        \
@@ -76,8 +69,8 @@ static inline double odml_h2d(uint16_t h) {
 ODML_F2I(f2i_u64, uint64_t, -1.0, 18446744073709551616.0, 0, UINT64_MAX)
 ODML_F2I(f2i_i64, int64_t, -9223372036854775808.0, 9223372036854775808.0, INT64_MIN, INT64_MAX)
 
-/* Types of at most 32 bits: their minimum and maximum are doubles, so the same
- * rule is a clamp (NaN first) in the float type F, which compilers vectorise. */
+/* Types of at most 32 bits: their limits are doubles, so the same rule is a clamp (NaN first) in the float type F,
+ * which compilers vectorise. */
 #define ODML_F2I_CLAMP(NAME, F, T, MIN, MAX)                                         \
     static inline T NAME(F v) {                                                      \
         v = v != v ? (F)0 : v;                                                       \
@@ -103,8 +96,7 @@ typedef void (*odml_conv_fn)(char *d, const char *s, int64_t n, int64_t ds, int6
         memcpy(d + i * (DS), &y, sizeof y);                                          \
     }
 
-/* One run function per pair: a packed form (both strides the element sizes,
- * which compilers vectorise) and a strided one. */
+/* One run function per pair: a packed form (both strides the element sizes; compilers vectorise it), a strided one. */
 #define ODML_CONV(NAME, S, D, EXPR)                                                   \
     static void NAME(char *d, const char *s, int64_t n, int64_t ds, int64_t ss) {    \
         if (ds == (int64_t)sizeof(D) && ss == (int64_t)sizeof(S)) {                  \
@@ -114,9 +106,8 @@ typedef void (*odml_conv_fn)(char *d, const char *s, int64_t n, int64_t ds, int6
         ODML_CONV_LOOP(S, D, EXPR, ds, ss)                                           \
     }
 
-/* Storage types: float16 is its bits (uint16_t). The value of a source x as a
- * double (exact for every type but (u)int64, which only the float targets
- * read through these, with their own casts below). */
+/* Storage types: float16 is its bits (uint16_t). The value of a source x as a double (exact for every type but
+ * (u)int64, which only the float targets read through these, with their own casts below). */
 #define V_F64(x) (x)
 #define V_F16(x) ((double)odml_h2f(x))
 
@@ -156,11 +147,9 @@ INT_SOURCE(i8, int8_t)
 INT_SOURCE(i16, int16_t)
 INT_SOURCE(i32, int32_t)
 INT_SOURCE(i64, int64_t)
-/* float32 to the integers of at most 32 bits in float32 itself (4 lanes where
- * compilers vectorise, not 2): the same truncate-and-saturate, NaN -> 0.
- * int32's and uint32's maxima are not float32 values: the clamp stops at the
- * largest float below 2^31 (2^32) and values from 2^31 (2^32) up take the
- * maximum. */
+/* float32 to the integers of at most 32 bits in float32 itself (4 lanes where compilers vectorise, not 2): the same
+ * truncate-and-saturate, NaN -> 0. int32's and uint32's maxima are not float32 values: the clamp stops at the largest
+ * float below 2^31 (2^32) and values from 2^31 (2^32) up take the maximum. */
 ODML_F2I_CLAMP(f32i_u8, float, uint8_t, 0, 255.0f)
 ODML_F2I_CLAMP(f32i_u16, float, uint16_t, 0, 65535.0f)
 ODML_F2I_CLAMP(f32i_i8, float, int8_t, INT8_MIN, 127.0f)

@@ -1,15 +1,13 @@
 /* The strided copy (CopyPlan: SLICE, SLICE1): out[o0 + sum(i*os)] = in[i0 + sum(i*is)] over `sizes`, with signed
- * input strides. Owns the copy kernel and the streaming-store threshold. A unit of work is one run of the innermost
- * dimension; Python hands the plan canonicalised (size-1 dimensions dropped, ordered by output stride, neighbours
- * merged). */
+ * input strides, and the streaming-store threshold. A unit of work is one run of the innermost dimension; the plan
+ * comes canonicalised (size-1 dimensions dropped, ordered by output stride, neighbours merged). */
 #include "common.h"
 #include "runs.h"
 
-/* Copies whose output is at least this large write their contiguous runs with non-temporal (streaming) stores: the
- * output would not stay in cache anyway, and a streaming store skips reading each destination line before writing it,
- * which otherwise adds half again to a copy's memory traffic. UNFOLD keeps ordinary stores: its rows mix short runs
- * with zero strips (streaming stores into partly written lines defeat both), and assembling rows in a scratch buffer
- * to stream them measured slower. */
+/* Copies with at least this much output write contiguous runs with streaming stores: the output would not stay in
+ * cache anyway, and a streaming store skips reading each destination line first (half again a copy's memory traffic).
+ * UNFOLD keeps ordinary stores: its rows mix short runs with zero strips (streaming stores into partly written lines
+ * defeat both), and streaming rows assembled in a scratch buffer measured slower. */
 int64_t odml_stream_min_bytes = (int64_t)8 << 20;
 
 typedef struct {

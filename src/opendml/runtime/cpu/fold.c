@@ -1,16 +1,15 @@
-/* The window_sums kernel, FOLD's windowed sum (FoldPlan), computed as a gather: image[n, c, p] = +0, then +=
- * columns[n, c*K + k, b] for every window index k in increasing row-major order whose block b satisfies
- * b*stride + k*dilation - start_padding == p in every spatial dimension (odml_window_sums).
+/* odml_window_sums, FOLD's windowed sum (FoldPlan) as a gather: image[n, c, p] = +0, then += columns[n, c*K + k, b]
+ * for every window index k in increasing row-major order whose block b satisfies b*stride + k*dilation -
+ * start_padding == p in every spatial dimension.
  *
- * A unit of work is a tile of up to `tile` positions of one output row (n, c and every spatial position but the
- * innermost fixed). The tile is summed in an accumulator row (float32 for float16, the element's own type for float32
- * and float64, the unsigned word of the element's size for integers, so integer sums wrap as two's complement
- * whatever the signedness): for each window index k in order that the outer positions admit (block index whole and in
- * range in every outer dimension), the contributing run of the innermost dimension is added; then the row is stored
- * once (float16 rounded once, ties to even: fp16.h; a NaN sum of any float type is stored as the canonical quiet NaN:
- * sign +, payload 0). Each output element is written exactly once and every element's sum is formed in the same order
- * as the NumPy path's (zeros, then one strided add per window index), so both give the same bits. No atomics; threads
- * take contiguous ranges of units. Scratch memory: one accumulator row (at most `tile` entries) per thread. */
+ * A unit of work is a tile of up to `tile` positions of one output row (all but the innermost position fixed), summed
+ * in an accumulator row (float32 for float16, the element's own type for float32 and float64, the unsigned word of
+ * the element's size for integers, so integer sums wrap as two's complement whatever the signedness): for each window
+ * index k in order that the outer positions admit (block index whole and in range in every outer dimension), the
+ * contributing run of the innermost dimension is added; then the row is stored once (float16 rounded once, ties to
+ * even: fp16.h; a NaN sum of any float type as the canonical quiet NaN). Each output element is written once and each
+ * sum is formed in the NumPy path's order (zeros, then one strided add per window index), so both give the same bits.
+ * No atomics; threads take contiguous ranges of units, each with one accumulator row (`tile` entries) of scratch. */
 #include <stdlib.h>
 
 #include "common.h"
@@ -27,8 +26,7 @@ typedef struct {
     char *scratch;                                            /* one accumulator row per thread */
 } fold_job;
 
-/* Runs queued for one output tile (fold_impl.h): acc[a, a + n) (positions
- * a + i*stride for a stride above 1) += input elements from s on. */
+/* Runs queued for one output tile: acc[a, a + n) (a + i*stride for a stride above 1) += input elements from s on. */
 #define FOLD_BATCH 16
 typedef struct { int64_t a, n; const char *s; } fold_run;
 typedef struct { fold_run run[FOLD_BATCH]; int n; } fold_batch;

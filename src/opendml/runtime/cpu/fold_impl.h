@@ -1,11 +1,8 @@
-/* FOLD's loops for one accumulator type, included by fold.c once per type
- * with FOLD_SUFFIX (name suffix), FOLD_T (accumulator), for floating-point
- * sums FOLD_NAN (the canonical quiet NaN of FOLD_T that replaces every NaN
- * sum before it is stored) and, where FOLD_T is not the element's own type,
- * FOLD_ES (bytes per element), FOLD_LOAD(p) (the input element at p as
- * FOLD_T), FOLD_STORE(p, v) (v rounded and stored as the output element at p)
- * and FOLD_SAME 0; else the elements are FOLD_T, moved through memcpy (and a
- * contiguous row is stored with one). See fold.c for the design. */
+/* FOLD's loops for one accumulator type, included by fold.c once per type with FOLD_SUFFIX (name suffix), FOLD_T
+ * (accumulator), for floating-point sums FOLD_NAN (FOLD_T's canonical quiet NaN, stored for every NaN sum) and, where
+ * FOLD_T is not the element's type, FOLD_ES (bytes per element), FOLD_LOAD(p) (the input element at p as FOLD_T),
+ * FOLD_STORE(p, v) (v rounded and stored as the output element at p) and FOLD_SAME 0; else the elements are FOLD_T,
+ * moved through memcpy (a contiguous row with one). Design: fold.c. */
 
 #define FOLD_CAT2(a, b) a##b
 #define FOLD_CAT(a, b) FOLD_CAT2(a, b)
@@ -21,12 +18,9 @@ static inline FOLD_T FN(fold_load)(const char *p) { FOLD_T v; memcpy(&v, p, size
 
 #define FOLD_BLK (64 / (int)sizeof(FOLD_T))       /* accumulators kept in registers: 64 bytes */
 
-/* Add the batch's runs into acc, run after run for every element (each
- * element's sum keeps increasing window order). Contiguous runs (stride 1,
- * contiguous input) are fused over the positions all of them cover: there
- * each block of FOLD_BLK accumulators stays in registers while every run of
- * the batch is added, in order; the positions outside that common range get
- * the runs one by one. */
+/* Add the batch's runs into acc, run after run (each element's sum keeps increasing window order). Contiguous runs
+ * (stride 1, contiguous input) are fused over the positions all of them cover: there each block of FOLD_BLK
+ * accumulators stays in registers while every run of the batch is added, in order; elsewhere the runs go one by one. */
 static void FN(fold_apply)(const fold_job *j, FOLD_T *restrict acc, fold_batch *bt) {
     const int64_t st = j->st[j->D - 1], ic = j->in_col, es = j->es;
     const int nr = bt->n;
@@ -56,8 +50,7 @@ static void FN(fold_apply)(const fold_job *j, FOLD_T *restrict acc, fold_batch *
         }
     }
     if (R > L) {
-        /* run r's input element for position x sits at base[r] + x * FOLD_ES
-         * (integer arithmetic: base may lie before the input) */
+        /* run r's input element for position x is at base[r] + x * FOLD_ES (integers: base may precede the input) */
         uintptr_t base[FOLD_BATCH];
         for (int r = 0; r < nr; r++) base[r] = (uintptr_t)bt->run[r].s - (uintptr_t)(bt->run[r].a * FOLD_ES);
         int64_t x = L;
@@ -86,11 +79,9 @@ static void FN(fold_apply)(const fold_job *j, FOLD_T *restrict acc, fold_batch *
     }
 }
 
-/* Innermost dimension: for every window index kd whose window element can
- * land in output positions [x0, x1), in increasing order, queue the
- * contributing input run (added into acc[0, x1 - x0) by fold_apply). `in`
- * points at the input element of window row kflat_outer (kd = 0) and column
- * bflat_outer (b = 0). */
+/* Innermost dimension: for every window index kd whose element can land in output positions [x0, x1), in increasing
+ * order, queue the contributing input run (fold_apply adds it into acc[0, x1 - x0)). `in` points at the input element
+ * of window row kflat_outer (kd = 0) and column bflat_outer (b = 0). */
 static void FN(fold_inner)(const fold_job *j, FOLD_T *restrict acc, int64_t x0, int64_t x1, const char *in,
                            fold_batch *bt) {
     const int d = j->D - 1;
@@ -118,9 +109,8 @@ static void FN(fold_inner)(const fold_job *j, FOLD_T *restrict acc, int64_t x0, 
     }
 }
 
-/* Outer dimension d at output position p[d]: every window index kd (in
- * increasing order) whose block index (p + pad - kd*dil) / st is whole and in
- * range admits the next dimension. */
+/* Outer dimension d at output position p[d]: every window index kd (in increasing order) whose block index
+ * (p + pad - kd*dil) / st is whole and in range admits the next dimension. */
 static void FN(fold_outer)(const fold_job *j, FOLD_T *acc, int64_t x0, int64_t x1, const int64_t *p, int d,
                            const char *in, fold_batch *bt) {
     if (d == j->D - 1) {
@@ -139,8 +129,7 @@ static void FN(fold_outer)(const fold_job *j, FOLD_T *acc, int64_t x0, int64_t x
     }
 }
 
-/* Units [u0, u1): unit u is tile u % ntiles of output row u / ntiles, rows
- * being (n, c, p[0], ..., p[D-2]) row-major. */
+/* Units [u0, u1): unit u is tile u % ntiles of output row u / ntiles, the rows (n, c, p[0], ..., p[D-2]) row-major. */
 static void FN(fold_units)(const void *vjob, int64_t u0, int64_t u1, int part) {
     const fold_job *j = (const fold_job *)vjob;
     const int last = j->D - 1;
@@ -159,9 +148,8 @@ static void FN(fold_units)(const void *vjob, int64_t u0, int64_t u1, int part) {
         FN(fold_outer)(j, acc, x0, x1, p, 0, j->src + n * j->in_n + c * j->K * j->in_row, &bt);
         FN(fold_apply)(j, acc, &bt);
 #ifdef FOLD_NAN
-        /* Every NaN sum is stored as the one canonical NaN: which payload an
-         * addition of NaNs keeps is the processor's (and the compiler's operand
-         * order's) choice, so only this gives the same bytes everywhere. */
+        /* the one canonical NaN: which payload an addition of NaNs keeps is the processor's (and the compiler's
+         * operand order's) choice, so only this gives the same bytes everywhere */
         for (int64_t i = 0; i < len; i++)
             if (acc[i] != acc[i]) acc[i] = FOLD_NAN;
 #endif

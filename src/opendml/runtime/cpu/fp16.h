@@ -1,12 +1,9 @@
-/* Exact float16 <-> float32 conversion by bit manipulation (no F16C, no
- * _Float16, no special compiler flags), for FOLD's float16 sums (fold.c).
+/* Exact float16 <-> float32 conversion by bit manipulation (no F16C, no _Float16, no special compiler flags), for
+ * FOLD's float16 sums (fold.c), CAST (convert.h) and float16 accumulation (indexed/index.c).
  *
- * odml_h2f is exact for every bit pattern (NaN payloads are kept, as NumPy's
- * float16 -> float32 cast keeps them). odml_f2h rounds to nearest, ties to
- * even, overflowing to infinity, and is NumPy's npy_floatbits_to_halfbits
- * step for step, so it gives the bytes of NumPy's float32 -> float16
- * astype; tests/runtime/test_cpu_fold.py compares them.
- */
+ * odml_h2f is exact for every bit pattern (NaN payloads kept, as NumPy's float16 -> float32 cast keeps them). odml_f2h
+ * rounds to nearest, ties to even, overflowing to infinity: NumPy's npy_floatbits_to_halfbits step for step, so it
+ * gives the bytes of NumPy's float32 -> float16 astype (tests/runtime/test_cpu_fold.py compares them). */
 #ifndef OPENDML_CPU_FP16_H
 #define OPENDML_CPU_FP16_H
 
@@ -34,9 +31,8 @@ static inline float odml_h2f(uint16_t h) {
     return f;
 }
 
-/* A value beyond float16's range (odml_f2h, odml_d2h): infinity of sign
- * h_sgn, or, for a NaN, a NaN keeping its payload's top 10 bits `top` (made
- * 1 where they are all 0, so it stays a NaN). */
+/* A value beyond float16's range (odml_f2h, odml_d2h): infinity of sign h_sgn, or, for a NaN, a NaN keeping its
+ * payload's top 10 bits `top` (1 where they are all 0, so it stays a NaN). */
 static inline uint16_t odml_h_beyond(uint16_t h_sgn, int nan, uint16_t top) {
     return (uint16_t)(h_sgn + 0x7c00u + (nan ? (top ? top : 1u) : 0u));
 }

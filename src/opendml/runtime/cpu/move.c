@@ -1,13 +1,13 @@
 /* One pass of the data-movement family's move program (move.h): a strided copy with per-axis index maps (PADDING's
  * EDGE, REFLECTION, SYMMETRIC and WRAP borders), CAST's conversions (convert.h) and IDENTITY's scale/bias, or a
- * constant fill. Owns odml_move.
+ * constant fill.
  *
- * Python hands the pass canonicalised (backend.py: size-1 dimensions folded into the offsets, dimensions ordered by
+ * The pass comes canonicalised (backend.py: size-1 dimensions folded into the offsets, dimensions ordered by
  * destination stride, unmapped neighbours that walk memory as one merged). The innermost dimension is cut into
  * segments along which the source index moves by a constant step of -1, 0 or +1 (every map is piecewise so: the
- * interior +1, a reflected border -1, a clamped one 0), so each segment is one strided run: a memcpy, a reversed or
- * broadcast copy, or a conversion loop. Outer mapped axes read their source offsets from a table built once per call.
- * A unit of work is a chunk of one innermost row, so a single long row still splits over threads. */
+ * interior +1, a reflected border -1, a clamped one 0), each one strided run: a memcpy, a reversed or broadcast copy,
+ * or a conversion loop. Outer mapped axes read their source offsets from a table built once per call. A unit of work
+ * is a chunk of one innermost row, so a single long row still splits over threads. */
 #include <stdlib.h>
 
 #include "common.h"
@@ -45,10 +45,10 @@ typedef void (*packed_fn)(char *d, const char *s, int64_t n);
 PACKED_LIST(PACKED)
 #undef PACKED
 
-/* float32 -> the 8- and 16-bit integers (convert.h's f32i_*: NaN -> 0, then clamped to the type's range, then
- * truncated), 8 lanes at a time: NaN lanes zeroed, clamped, cvttps2dq (exact in that range), then packed (the
- * saturating packs leave in-range values as they are); the tail as convert.h does it. The compiler left the scalar
- * expression a lane at a time (4.5 us against NumPy's 1.4 for 12,800 elements to int8). */
+/* float32 -> the 8- and 16-bit integers (convert.h's f32i_*: NaN -> 0, clamped to the type's range, truncated), 8
+ * lanes at a time: NaN lanes zeroed, clamped, cvttps2dq (exact in that range), then packed (the saturating packs
+ * leave in-range values as they are); the tail as convert.h does it. The compiler left the scalar expression a lane
+ * at a time (4.5 us against NumPy's 1.4 for 12,800 elements to int8). */
 #define NARROW_LIST(X)                                                                                          \
     X(i8, int8_t, INT8_MIN, INT8_MAX, 8, _mm_packs_epi16(w, w))                                                \
     X(u8, uint8_t, 0, UINT8_MAX, 8, _mm_packus_epi16(w, w))                                                    \
@@ -102,11 +102,10 @@ static ODML_AVX2 void packed_f32_i32(char *d, const char *s, int64_t n) {
     }
 }
 
-/* A packed copy of n bytes (n >= 32, buffers apart): 32-byte loads, stores aligned to 32 bytes after one unaligned
- * head; the last 32 bytes stored unaligned (overlapping). Taken for runs of 1 KiB and more below the streaming size:
- * glibc's memcpy measured 1.35x slower at 16 KiB (2.7x at 4 KiB) for destinations 16 bytes off a 64-byte line, which
- * is where malloc puts small outputs, and no faster at any size from 1 KiB to 4 MiB (below 1 KiB memcpy is the
- * faster). */
+/* A packed copy of n >= 32 bytes (buffers apart): 32-byte loads, stores aligned to 32 bytes after one unaligned head,
+ * the last 32 bytes stored unaligned (overlapping). Taken for runs from 1 KiB up to the streaming size: glibc's memcpy
+ * measured 1.35x slower at 16 KiB (2.7x at 4 KiB) for destinations 16 bytes off a 64-byte line (where malloc puts
+ * small outputs), and no faster at any size from 1 KiB to 4 MiB (below 1 KiB it is the faster). */
 static ODML_AVX2 void copy_avx2(char *d, const char *s, int64_t n) {
     __m256i tail = _mm256_loadu_si256((const __m256i *)(const void *)(s + n - 32));
     _mm256_storeu_si256((__m256i *)(void *)d, _mm256_loadu_si256((const __m256i *)(const void *)s));
@@ -231,8 +230,7 @@ static void fill_run(char *d, int64_t n, int64_t ds, int es, uint64_t bits) {
 
 /* x * scale + bias in the compute type (float32, or float64 for a float64 source), two roundings (never fused:
  * setup.py builds with -ffp-contract=off), through a stack buffer of BLOCK values. A NaN result is the canonical NaN
- * (float32 0x7FC00000, float64 0x7FF8000000000000), as on the NumPy path: which payload an operation on NaNs keeps is
- * not defined across processors. */
+ * (fp16.h), as on the NumPy path: which payload an operation on NaNs keeps differs across processors. */
 #define BLOCK 256
 static void scale_bias_run(const move_job *j, char *d, const char *s, int64_t n, int64_t ds, int64_t ss) {
     const float nan32 = odml_nan_f32();
@@ -275,8 +273,7 @@ typedef struct {
     const char *src;
 } move_call;
 
-/* The outer axes' odometer: index idx over axes [0, top] one step on (the
- * last axis fastest), the destination and source offsets moved with it. */
+/* The outer axes' odometer: idx over axes [0, top] one step on (the last fastest), both offsets moved with it. */
 static inline void next_outer(const move_job *j, int64_t *idx, int top, int64_t *doff, int64_t *soff) {
     for (int a = top; a >= 0; a--) {
         int64_t prev = idx[a];
@@ -311,8 +308,7 @@ static void move_units(const void *vcall, int64_t u0, int64_t u1, int part) {
         return;
     }
     if (j->chunks == 1 && j->nseg == 1 && last >= 1 && !j->tab[last - 1]) {
-        /* whole unmapped rows (most copies and conversions): the rows of the
-         * next axis in one tight loop, then the outer axes' carry */
+        /* whole unmapped rows (most copies and conversions): the next axis's rows in one loop, then the carry */
         const segment *sg = j->seg;
         const int64_t n1 = j->sizes[last - 1], ds1 = j->ds[last - 1], ss1 = j->ss[last - 1];
         int64_t u = u0;
@@ -486,8 +482,7 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
             m->one_seg.d0 = 0; m->one_seg.n = n; m->one_seg.s0 = 0; m->one_seg.sstep = st;
             jp->nseg = 1;
         } else {
-            /* at most: the interior, and per period of the map outside it two
-             * pieces; bounded by n */
+            /* the interior and two pieces per period of the map outside it: at most n */
             segs = (segment *)malloc((size_t)n * sizeof(segment));
             if (!segs) { status = ODML_ENOMEM; goto done; }
             int64_t d = 0, m = 0;
@@ -505,8 +500,7 @@ int odml_move_prepare(const odml_cpu_move_params *p, int threads, odml_move_prep
             jp->nseg = m;
         }
         jp->seg = mode ? segs : &m->one_seg;
-        /* chunks of the inner row, so that few long rows still split over
-         * threads (whole cache lines each) */
+        /* chunks of the inner row (whole cache lines), so that few long rows still split over threads */
         int64_t rows = count / n;
         jp->chunk = n;
         if (threads > 1 && rows < 4 * (int64_t)threads) {

@@ -1,10 +1,7 @@
-/* The inner loops of opendml's CPU kernels: move or zero one run of elements
- * between byte addresses with byte strides. Elements are moved as unsigned
- * words of their size through memcpy, so any bit pattern survives and
- * unaligned addresses are fine. Static, so every kernel's source inlines them
- * (the copy's speed depends on it). Owns: element runs (with SWAR and SSE2
- * forms for reversal and stride 2), zero runs, streaming-store copies.
- */
+/* The inner loops of opendml's CPU kernels: move or zero one run of elements between byte addresses with byte
+ * strides. Elements move as unsigned words of their size through memcpy, so any bit pattern survives and unaligned
+ * addresses are fine. Static, so every kernel's source inlines them (the copy's speed depends on it): element runs
+ * (with SWAR and SSE2 forms for reversal and stride 2), zero runs, row fills, streaming-store copies. */
 #ifndef OPENDML_CPU_RUNS_H
 #define OPENDML_CPU_RUNS_H
 
@@ -49,10 +46,9 @@ DEFINE_RUN(uint16_t)
 DEFINE_RUN(uint32_t)
 DEFINE_RUN(uint64_t)
 
-/* Byte-level (SWAR) forms of the cases NumPy moves one element at a time:
- * reversal and stride 2 for small elements, 8 bytes per load. Each reads only
- * elements of the run (the stride-2 forms leave at least the last element to
- * the scalar tail, so the final load's unused half never passes the run). */
+/* Byte-level (SWAR) forms of the cases NumPy moves one element at a time: reversal and stride 2 for small elements,
+ * 8 bytes per load. Each reads only elements of the run (the stride-2 forms leave at least the last element to the
+ * scalar tail, so the final load's unused half never passes the run). */
 static inline uint64_t load64(const char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 static inline void store32(char *p, uint32_t v) { memcpy(p, &v, 4); }
 static inline void store64(char *p, uint64_t v) { memcpy(p, &v, 8); }
@@ -114,11 +110,10 @@ static int64_t stride2_swar(char *d, const char *s, int64_t n, int es) {
 }
 
 #if HAVE_STREAM
-/* Stride 2 with SSE2, 16 output bytes per step from two 16-byte loads: the
- * even elements are kept by sign-extending shifts and a saturating pack
- * (exact, as the values already fit) or, for 4-byte elements, a shuffle.
- * Like stride2_swar it leaves at least the last element to the caller, so the
- * second load's final (odd) element is never past the run. */
+/* Stride 2 with SSE2, 16 output bytes per step from two 16-byte loads: the even elements are kept by sign-extending
+ * shifts and a saturating pack (exact, as the values already fit) or, for 4-byte elements, a shuffle. Like
+ * stride2_swar it leaves at least the last element to the caller, so the second load's final (odd) element is never
+ * past the run. */
 static int64_t stride2_sse2(char *d, const char *s, int64_t n, int es) {
     const int64_t per = 16 / es;
     int64_t i = 0;
@@ -145,10 +140,8 @@ static int64_t stride2_sse2(char *d, const char *s, int64_t n, int es) {
 #define ODML_NOINLINE
 #endif
 
-/* Copy n elements of size es: destination stride ds, source stride ss (bytes);
- * nt: streaming stores where the run allows. Kept out of line, as it was when
- * the copy and UNFOLD shared one source file (inlined into the copy's unit
- * loop it measured slower for reversed 4-byte elements). */
+/* Copy n elements of size es: destination stride ds, source stride ss (bytes); nt: streaming stores where the run
+ * allows. Out of line: inlined into the copy's unit loop it measured slower for reversed 4-byte elements. */
 static ODML_NOINLINE void copy_run(char *d, const char *s, int64_t n, int64_t ds, int64_t ss, int es, int nt) {
     if (n <= 0) return;
     if (ds == es && ss == es) {
@@ -180,10 +173,9 @@ static void zero_run(char *d, int64_t n, int64_t ds, int es) {
     for (int64_t i = 0; i < n; i++) memset(d + i * ds, 0, (size_t)es);
 }
 
-/* Write a contiguous row of n bytes at d: zeros, except bytes [a, a + m)
- * which come from s (contiguous), each byte once. (Streaming stores were
- * tried for large outputs: no faster with a reused output block, and several
- * times slower where rows share 64-byte lines.) */
+/* Write a contiguous row of n bytes at d: zeros, except bytes [a, a + m) from s (contiguous), each byte once.
+ * Streaming stores measured no faster for large outputs with a reused output block, and several times slower where
+ * rows share 64-byte lines. */
 static inline void fill_row(char *d, int64_t n, int64_t a, const char *s, int64_t m) {
     int64_t c0 = a > 0 ? a : 0, c1 = a + m < n ? a + m : n;
     if (c1 <= c0) { memset(d, 0, (size_t)n); return; }

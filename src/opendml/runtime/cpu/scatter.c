@@ -1,11 +1,10 @@
 /* SLICE_GRAD's scatter into zeros (ScatterPlan): out[p] = in[i] where p = first + i*step with 0 <= i < taken in every
- * dimension, else 0. Owns the scatter kernel.
+ * dimension, else 0.
  *
- * A unit of work is one output row (every position but the innermost fixed). A row whose outer positions are not all
- * covered is zeroed; a covered row gets its leading zeros, its input elements (a run copy for step 1, element by
- * element with the zero gaps between them otherwise) and its trailing zeros. Every output element is written exactly
- * once, so the output is never read and nothing needs clearing first. Python hands the plan with size-1 dimensions
- * dropped and fully covered neighbours merged. */
+ * A unit of work is one output row (all but the innermost position fixed). A row not covered in every outer dimension
+ * is zeroed; a covered one gets its leading zeros, its input elements (one run copy for step 1, else element by
+ * element with the zero gaps) and its trailing zeros. Each output element is written once, so the output is never
+ * read or cleared first. Python drops size-1 dimensions and merges fully covered neighbours. */
 #include "common.h"
 #include "runs.h"
 

@@ -1,7 +1,5 @@
-/* Splitting a kernel's work over threads: odml_parallel runs a work function over contiguous parts of a unit range,
- * one part per thread, the calling thread taking the first. Threads are started per call (a call moves at least
- * thread_grain_bytes per thread, so starting one costs little beside it) and joined before the call returns. Owns
- * nothing else. */
+/* odml_parallel (common.h): threads are started per call (a call moves at least thread_grain_bytes per thread, so
+ * starting one costs little beside it) and joined before it returns. */
 #include "common.h"
 
 #ifndef _WIN32
@@ -18,8 +16,7 @@ static void *thread_main(void *arg) {
 }
 #endif
 
-/* Falls back to fewer threads if one cannot be started (its part is then
- * done by the caller). */
+/* A thread that cannot be started leaves its part to the caller. */
 void odml_parallel(odml_work_fn fn, const void *job, int64_t units, int threads) {
     if (units <= 0) return;
     if (threads > units) threads = (int)units;

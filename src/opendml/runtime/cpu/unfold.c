@@ -1,15 +1,13 @@
-/* The windows kernel, UNFOLD's gather (UnfoldPlan): out[n, c*K + k, b] = image[n, c, b*stride + k*dilation -
- * start_padding], or 0 where that position lies in the padding (odml_windows).
+/* odml_windows, UNFOLD's gather (UnfoldPlan): out[n, c*K + k, b] = image[n, c, b*stride + k*dilation -
+ * start_padding], or 0 where that position lies in the padding.
  *
  * column_tiles 0: a unit is one output row (n, c, k), written column by column.
- * column_tiles 1: a unit is (n, c, a tile of tile_columns columns), written
- *   for every k in turn, so the input lines a tile reads stay in cache across
- *   the K rows (a large input stride along the innermost block dimension).
+ * column_tiles 1: a unit is (n, c, a tile of tile_columns columns), written for every k in turn, so the input lines a
+ *   tile reads stay in cache across the K rows (a large input stride along the innermost block dimension).
  *
- * Positions are computed as small signed numbers (every field is bounded so that b*stride + k*dilation -
- * start_padding fits) and multiplied by an image stride only where they lie inside the image, so no offset of a
- * position in the padding is ever formed; size-1 dimensions get stride 0. Scratch memory is a few arrays of
- * ODML_MAX_SPATIAL entries on the stack. */
+ * Positions are small signed numbers (every field is bounded so that b*stride + k*dilation - start_padding fits),
+ * multiplied by an image stride only inside the image, so no offset of a position in the padding is ever formed;
+ * size-1 dimensions get stride 0. Scratch: a few arrays of ODML_MAX_SPATIAL entries on the stack. */
 #include "common.h"
 #include "runs.h"
 
@@ -48,8 +46,8 @@ static void unfold_segment(const unfold_job *j, int64_t n, int64_t c, int64_t k,
     const char *image = j->src + n * j->in_n + c * j->in_c;
     rem = j0;
     for (int d = last; d >= 0; d--) { b[d] = rem % j->blocks[d]; rem /= j->blocks[d]; }
-    /* the innermost dimension's first valid position's offset, and the step
-     * between valid positions (formed only where two exist, so it fits) */
+    /* the innermost dimension's first valid position's offset, and the step between valid positions (formed only
+     * where two exist, so it fits) */
     const int64_t first = lo[last] < hi[last] ? (lo[last] * j->st[last] + shift[last]) * j->is[last] : 0;
     const int64_t istep = hi[last] - lo[last] > 1 ? j->st[last] * j->is[last] : 0;
     int64_t col = j0;
@@ -90,10 +88,9 @@ static void unfold_units(const void *vjob, int64_t u0, int64_t u1, int part) {
             int64_t t = u % j->ntiles, nc = u / j->ntiles;
             int64_t n = nc / j->channels, c = nc % j->channels;
             int64_t c0 = t * j->tile, c1 = c0 + j->tile < j->cols ? c0 + j->tile : j->cols;
-            /* 1-D with dilation dividing stride (framing): window index k and k - q, q = stride/dilation, read the
-             * same input one block apart, so row k is row k - q (already written in this tile) moved left by one
-             * column; only the tile's last column is gathered. Only where output rows are disjoint (shift_rows): rows
-             * that share memory must not be read back. */
+            /* 1-D with dilation dividing stride (framing): window indices k and k - q, q = stride/dilation, read the
+             * same input one block apart, so row k is row k - q (already written in this tile) moved left one column
+             * and only the tile's last column is gathered. Rows sharing memory (!shift_rows) must not be read back. */
             int64_t q = (j->D == 1 && j->st[0] % j->dil[0] == 0) ? j->st[0] / j->dil[0] : 0;
             int shift_ok = j->shift_rows && q > 0 && j->ocol == j->es && c1 - c0 > 1;
             char *rows = j->dst + n * j->on + c * j->K * j->orow;

@@ -1,17 +1,14 @@
-/* The call cache: a repeated array-API call served from C, without Python. What it records, serves and declines
- * (the Python route then gives every error and every answer the cache does not hold): runtime/calls.py's docstring.
- * calls_move.c holds the move program's entries, calls.h the entry and what the files share.
+/* The call cache: a repeated array-API call served from C. What it records, serves and declines (the Python route
+ * gives every error and every answer it does not hold): runtime/calls.py's docstring. calls.h: what the files share.
  *
  * Keys are int64 words: array kind, operator, each argument (tagged), dtype, rank, shape, strides, device and
- * alignment. The table is a dict of key bytes to Entry objects, emptied when it reaches MAX_ENTRIES and by
- * call_cache_clear (whenever opendml's configuration changes; a put made on settings read before the last
- * clear is refused: `generation`). Everything runs with the GIL held, except CPU kernels writing at least
- * RELEASE_BYTES; an entry in use holds a reference, so a clear meanwhile cannot free it. Errors met while probing a
- * framework's hooks only send the call down the Python route, except a non-Exception (KeyboardInterrupt), raised
- * when the call returns; so does an output the allocator cannot give (the route raises opendml's AllocationError).
+ * alignment. The table, a dict of key bytes to Entry objects, is emptied at MAX_ENTRIES and by call_cache_clear
+ * (every configuration change; a put on settings read before the last clear is refused: `generation`). All runs
+ * with the GIL held but CPU kernels writing RELEASE_BYTES or more; an entry in use holds a reference, so a clear
+ * cannot free it. An error met probing a framework's hooks, or an output the allocator cannot give, sends the call
+ * down the Python route (which raises AllocationError); a non-Exception (KeyboardInterrupt) is raised on return.
  *
- * Needs NumPy's headers (ODML_NUMPY, set by setup.py) for NumPy arrays and dtypes; built without them, the
- * cache holds nothing and every call takes the Python route. */
+ * Without NumPy's headers (ODML_NUMPY, set by setup.py) the cache holds nothing: every call takes the Python route. */
 #include <stdarg.h>
 
 #include "calls.h"
@@ -21,8 +18,8 @@ static void Entry_dealloc(Entry *e) {
         Py_XDECREF(e->outs[i].shape);
         Py_XDECREF(e->outs[i].dtype);
     }
-    /* A Launch owns no device memory (its parameters went by value into each launch queued from it), so it
-     * is released at once: no device synchronisation (which would break a CUDA graph capture) is needed. */
+    /* A Launch owns no device memory (its parameters went by value), so it is released with no device
+     * synchronisation (which would break a CUDA graph capture). */
     for (int i = 0; e->passes && i < e->n_pass; i++) {
         odml_move_free(e->passes[i].prep);
         Py_XDECREF(e->passes[i].launch);
@@ -70,8 +67,7 @@ typedef struct { PyObject *e, *value, *tb; } held_error;
 #define hold_error(h) PyErr_Fetch(&(h)->e, &(h)->value, &(h)->tb)
 #define raise_held(h) (PyErr_Restore((h)->e, (h)->value, (h)->tb), (h)->e = (h)->value = (h)->tb = NULL)
 #endif
-/* An exception that is not an Exception (KeyboardInterrupt, SystemExit) met while a call probed a hook: kept and
- * raised when the call returns, not dropped with the errors that only make the call take the Python route. */
+/* A non-Exception (KeyboardInterrupt, SystemExit) met while a call probed a hook: raised when the call returns. */
 static held_error deferred;
 
 void drop_error(void) {
@@ -90,8 +86,8 @@ ODML_NAMES(ODML_NAME)
 
 /* -- keys ----------------------------------------------------------------------------------------- */
 
-/* An operator argument: None, an exact int, or a list/tuple of at most MAX_ARG_INTS exact ints (as the Python plan
- * cache keys them: 1.0 == 1, but a float must not reuse an int's plan). -1: no key. */
+/* An operator argument: None, an exact int, or a list/tuple of at most MAX_ARG_INTS exact ints (a float must not
+ * reuse an int's plan, though 1.0 == 1). -1: no key. */
 int key_arg(Key *k, PyObject *a) {
     int64_t v;
     if (a == Py_None) return put(k, 0);
@@ -115,28 +111,31 @@ int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t n
     k->n = 0;
     if (odml_exact_i64(op, &o) < 0 || put(k, kind) < 0 || put(k, o) < 0 || put(k, nargs) < 0) return -1;
     for (Py_ssize_t i = 0; i < nargs; i++) {
-        PyObject *a = args[i];                      /* (key_move_arg's own first case taken here: no call) */
+        PyObject *a = args[i];
         const int plain = a == Py_None || PyLong_CheckExact(a) || PyList_CheckExact(a) || PyTuple_CheckExact(a);
         if ((plain ? key_arg(k, a) : key_move_arg(k, a)) < 0) return -1;
     }
     return 0;
 }
 
+/* r's value (a new reference, or NULL; consumed) where it is an int in 64 bits; -1, no exception left, else. */
+static int long_of(PyObject *r, int64_t *v) {
+    long long x = r && PyLong_Check(r) ? PyLong_AsLongLong(r) : -1;
+    const int rc = r && PyLong_Check(r) && !(x == -1 && PyErr_Occurred()) ? 0 : -1;
+    if (rc == 0) *v = x;
+    if (PyErr_Occurred()) drop_error();
+    Py_XDECREF(r);
+    return rc;
+}
+
 /* A tuple of at most MAX_RANK ints (sizes or strides): with its length first (n < 0), or of n items. */
 static int key_tuple(Key *k, PyObject *t, Py_ssize_t n) {
+    int64_t x;
     if (!t || !PyTuple_Check(t) || PyTuple_GET_SIZE(t) > MAX_RANK
             || (n < 0 ? put(k, PyTuple_GET_SIZE(t)) < 0 : PyTuple_GET_SIZE(t) != n))
         return -1;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {
-        PyObject *item = PyTuple_GET_ITEM(t, i);
-        if (!PyLong_Check(item)) return -1;
-        long long x = PyLong_AsLongLong(item);
-        if (x == -1 && PyErr_Occurred()) {
-            drop_error();
-            return -1;
-        }
-        if (put(k, x) < 0) return -1;
-    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++)
+        if (long_of(Py_NewRef(PyTuple_GET_ITEM(t, i)), &x) < 0 || put(k, x) < 0) return -1;
     return 0;
 }
 
@@ -158,10 +157,10 @@ static int key_layout(Key *k, PyObject *x, int torch) {
     return rc;
 }
 
-/* The front table: recent entries by a cheap hash of their key words (strong references), checked before the dict,
- * whose bytes key costs an allocation and a SipHash per call. Emptied with the dict; a store drops its key's slot.
- * Beside it, which keys the dict may hold: a bit per another part of that hash, set by a store and cleared with the
- * dict (a removed key's bit stays set: only a "may"), so that a never-seen key misses without the bytes key. */
+/* The front table: recent entries by a cheap hash of their key words, checked before the dict (whose bytes key costs
+ * an allocation and a SipHash a call); emptied with the dict, a store drops its key's slot. `maybe`: a bit per
+ * another part of the hash, set by a store, cleared with the dict (a removed key's stays set), so that a never-seen
+ * key misses without the bytes key. */
 #define FRONT 256
 #define MAYBE_BITS (1u << 15)
 static Entry *front[FRONT];
@@ -177,10 +176,6 @@ static uint64_t key_hash(const Key *k) {
     }
     if (i < k->n) a = (a ^ (uint64_t)k->w[i]) * 0x9e3779b97f4a7c15ull;
     return (a ^ (b >> 7)) * 0x9e3779b97f4a7c15ull;
-}
-
-static unsigned front_slot(const Key *k) {
-    return (unsigned)(key_hash(k) >> 56);
 }
 
 static int may_hold(uint64_t h) {
@@ -274,7 +269,7 @@ void unstore(const Key *k, const Entry *e) {
     hold_error(&held);
     PyObject *kb = PyBytes_FromStringAndSize((const char *)k->w, (Py_ssize_t)k->n * 8);
     PyObject *now = kb ? PyDict_GetItemWithError(table, kb) : NULL;      /* (borrowed) */
-    if (now == (PyObject *)e && PyDict_DelItem(table, kb) == 0) Py_CLEAR(front[front_slot(k)]);
+    if (now == (PyObject *)e && PyDict_DelItem(table, kb) == 0) Py_CLEAR(front[key_hash(k) >> 56]);
     if (PyErr_Occurred()) PyErr_Clear();
     Py_XDECREF(kb);
     raise_held(&held);
@@ -287,18 +282,7 @@ PyObject *stored(const Key *k, Entry *e) {
     Py_RETURN_TRUE;
 }
 
-/* r's value (a new reference, or NULL; consumed) where it is an int in 64 bits; -1, no exception left, else. */
-static int long_of(PyObject *r, int64_t *v) {
-    long long x = r && PyLong_Check(r) ? PyLong_AsLongLong(r) : -1;
-    const int rc = r && PyLong_Check(r) && !(x == -1 && PyErr_Occurred()) ? 0 : -1;
-    if (rc == 0) *v = x;
-    if (PyErr_Occurred()) drop_error();
-    Py_XDECREF(r);
-    return rc;
-}
-
-/* An attribute (or, with call, a no-argument method) as an int64; -1 with no exception left where it fails or is
- * not an int. */
+/* An attribute (with call, a no-argument method) as an int64; -1, no exception left, where it fails or is not one. */
 static int int_of(PyObject *o, PyObject *name, int call, int64_t *v) {
     return long_of(call ? PyObject_CallMethodNoArgs(o, name) : PyObject_GetAttr(o, name), v);
 }
@@ -322,8 +306,8 @@ int equals(PyObject *r, int64_t want) {
 
 /* -- CUDA launches ----------------------------------------------------------------------------------- */
 
-/* Queue pass p of e (a CUDA launch); on a failed launch the backend's Launch (its retry on a thread without the
- * device's context, its error message) takes over, or for a pass without one, the retry hook. */
+/* Queue pass p of e (a CUDA launch); a failed launch is retried (a thread without the device's context) by the
+ * backend's Launch, which raises opendml's error, or, without one, the retry hook. */
 static PyObject *cuda_retry;            /* retry(device, function, grid, shared, params, src, dst, stream) */
 
 int launch_pass(const Entry *e, const Pass *p, uint64_t src, uint64_t dst, uint64_t stream) {
@@ -348,8 +332,8 @@ int launch_pass(const Entry *e, const Pass *p, uint64_t src, uint64_t dst, uint6
     return 0;
 }
 
-/* The output's device address where it is in the alignment class the
- * launch was chosen for (always, with PyTorch's and CuPy's allocators). */
+/* The output's device address where in the alignment class the launch was chosen for (always, with PyTorch's and
+ * CuPy's allocators). */
 static int output_address(const Out *o, PyObject *out, int torch, int64_t *dst) {
     int rc;
     if (torch) {
@@ -379,9 +363,8 @@ static int stream_of(PyObject *s, uint64_t *stream) {
     return rc;
 }
 
-/* An output the framework's allocator (or the output blocks) could not give: the call takes the Python route, which
- * allocates again and raises opendml's AllocationError naming the operator, shape and bytes (runtime/alloc.py). Only
- * Exceptions: a KeyboardInterrupt met there is raised. NULL if not such. */
+/* An output the allocator could not give (an Exception): None, the Python route allocates again and raises
+ * AllocationError (runtime/alloc.py); NULL, the error kept, for anything else (KeyboardInterrupt). */
 PyObject *allocation_failed(void) {
     if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL;
     PyErr_Clear();
@@ -390,28 +373,31 @@ PyObject *allocation_failed(void) {
 
 /* -- PyTorch tensors -------------------------------------------------------------------------------- */
 
-/* PyTorch's accessors (torch_api.h), once the C++ node library gives them
- * (call_cache_torch_api); NULL: the same facts are read through Python. */
+/* PyTorch's accessors (torch_api.h) once call_cache_torch_api gives them; NULL: read through Python. */
 const odml_torch_api *tapi;
 static PyObject *tapi_owner;
 static PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword */
 
-/* The key words of a tensor the accessors described (torch_key's, below). */
-static int torch_key_info(Key *k, const odml_torch_info *in) {
+/* A key's last words: the device, the address mod 16 (CPU kernels take any alignment: device -1 gets one class). */
+static int put_device(Key *k, int64_t device, uint64_t ptr) {
+    return put(k, device) < 0 || put(k, device < 0 ? 0 : (int64_t)(ptr & 15)) < 0 ? -1 : 0;
+}
+
+/* The key words of a tensor the accessors described (torch_key's, below), its device and address. */
+static int torch_key_info(Key *k, const odml_torch_info *in, int64_t *device, uint64_t *ptr) {
+    *device = in->device;
+    *ptr = in->data_ptr;
     if (in->device < -1 || put(k, (int64_t)(intptr_t)in->dtype) < 0
             || put_layout(k, in->ndim, in->sizes, in->strides, 1) < 0)
         return -1;
-    return put(k, in->device) < 0 || put(k, in->device < 0 ? 0 : (int64_t)(in->data_ptr & 15)) < 0 ? -1 : 0;
+    return put_device(k, in->device, in->data_ptr);
 }
 
 int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     int64_t p;
     odml_torch_info in;
-    if (tapi && tapi->describe(x, &in) == 0) {  /* the same words as below: dtype, sizes, strides, device, alignment */
-        *device = in.device;
-        *ptr = in.data_ptr;
-        return torch_key_info(k, &in);
-    }
+    if (tapi && tapi->describe(x, &in) == 0)    /* the same words as below */
+        return torch_key_info(k, &in, device, ptr);
     PyObject *dtype = PyObject_GetAttr(x, s_dtype);
     if (!dtype) {
         drop_error();
@@ -421,14 +407,12 @@ int torch_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     Py_DECREF(dtype);
     if (rc < 0 || int_of(x, s_get_device, 1, device) < 0 || int_of(x, s_data_ptr, 1, &p) < 0) return -1;
     *ptr = (uint64_t)p;
-    /* CPU kernels take any alignment: CPU tensors (device -1) get one class */
-    return put(k, *device) < 0 || put(k, *device < 0 ? 0 : (int64_t)(*ptr & 15)) < 0 ? -1 : 0;
+    return put_device(k, *device, *ptr);
 }
 
-/* Whether the kernel route may take x, a tensor that neither autograd nor a tracer needs to see: 2 on CUDA, 1 on
- * the CPU; 3 where autograd must record the call and an eager entry may serve it; else 0. The accessors' description
- * of x goes to *in (ndim -1: none), for a key made before anything else runs (a 3's eager check may run Python: its
- * caller keys x again). */
+/* Whether the kernel route may take x, a tensor neither autograd nor a tracer needs to see: 2 on CUDA, 1 on the CPU;
+ * 3 where autograd must record the call and an eager entry may serve it; else 0. The accessors' description goes to
+ * *in (ndim -1: none), to key x before anything else runs (a 3's check may run Python: its caller keys x again). */
 int torch_plain_in(PyObject *x, odml_torch_info *in) {
     if (tapi && tapi->describe(x, in) == 0) {
         /* (wrapped also where the negative bit is set: such a tensor takes the Python route, as below) */
@@ -448,15 +432,12 @@ int torch_plain_in(PyObject *x, odml_torch_info *in) {
 int torch_plain_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     odml_torch_info in;
     if (torch_plain_in(x, &in) != 2 || (!tapi && is_true(PyObject_CallMethodNoArgs(x, s_is_neg)))) return -1;
-    if (in.ndim < 0) return torch_key(k, x, device, ptr);
-    *device = in.device;                            /* (the description torch_key would read again) */
-    *ptr = in.data_ptr;
-    return torch_key_info(k, &in);
+    return in.ndim < 0 ? torch_key(k, x, device, ptr) : torch_key_info(k, &in, device, ptr);
 }
 
-/* A new output of o's shape, dtype `dtype` (NULL: x's), beside tensor x (torch: x.new_empty(shape, dtype=dtype), through
- * PyTorch's accessors where they take the shape) or from CuPy: a new reference, its device address in *dst and
- * *placed set where that is in o's alignment class; NULL with the allocator's exception. */
+/* A new output of o's shape and `dtype` (NULL: x's): x.new_empty (through the accessors where they take the shape) or
+ * CuPy's: a new reference, its address in *dst, *placed where in o's alignment class; NULL with the allocator's
+ * error. */
 PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int64_t *dst, int *placed) {
     PyObject *out;
     int64_t sizes[MAX_RANK];
@@ -480,8 +461,7 @@ PyObject *cuda_empty(int torch, PyObject *x, const Out *o, PyObject *dtype, int6
     return out;                                     /* (an owner table is zeroed by cuda_entry_launch, on its stream) */
 }
 
-/* Whether CUDA device `device` is PyTorch's (torch) or CuPy's current one: the launches need it current (the
- * Python route makes it so). */
+/* Whether `device` is PyTorch's (torch) or CuPy's current CUDA device, as the launches need (the route makes it so). */
 int cuda_device_is(int torch, int64_t device) {
     if (!torch || !tapi) return equals(PyObject_CallNoArgs(torch ? t_device : c_device), device);
     const int64_t d = tapi->current_device();
@@ -500,9 +480,8 @@ int cuda_stream(int torch, int64_t device, uint64_t *stream) {
     return rc;
 }
 
-/* An eager entry's call of x (a tensor autograd must record, torch_plain_in 3): its callable records the call with
- * opendml's autograd node and runs its kernel (arrays/torch/adapter.py), for every operator that takes one tensor
- * (the key: the operator's code, its arguments, x); its output, or None. */
+/* An eager entry's call of x (torch_plain_in 3): its callable records the call with opendml's autograd node and runs
+ * the kernel (arrays/torch/adapter.py), for every one-tensor operator; its output, or None. */
 PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x) {
     Key k;
     int64_t device;
@@ -535,7 +514,7 @@ int cupy_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr) {
     if (PyErr_Occurred()) drop_error();
     if (rc < 0) return -1;
     *ptr = (uint64_t)p;
-    return put(k, *device) < 0 || put(k, (int64_t)(*ptr & 15)) < 0 ? -1 : 0;
+    return put_device(k, *device, *ptr);
 }
 
 int plain_args(PyObject *const *args, const char *spec, ...) {
@@ -570,8 +549,7 @@ PyObject *with_deferred(PyObject *result) {
     return NULL;
 }
 
-/* A served family call's result from its outputs (moved out of outs[]):
- * the list of them for SPLIT (multi), else the one; NULL with an exception. */
+/* A served call's result, moved out of outs[]: a list (multi: SPLIT), else the one; NULL with an exception. */
 PyObject *take_outputs(PyObject **outs, int n, int multi) {
     PyObject *result;
     if (!multi) {
@@ -619,11 +597,10 @@ Entry *entry_alloc(int kind, int n_out, int n_pass) {
     return e;
 }
 
-/* Whether x's shape and strides are still `planned`, the (shape, strides) tuple the route planned from (strides:
- * x.stride() for a PyTorch tensor, x.strides otherwise), or planned is None: another thread may have changed x in
- * place (x.resize_, x.set_, x.shape = ...) while the route ran, and the entry, keyed by x's layout as read now, must
- * hold a plan for that layout. Read with the GIL held, right before the key is: no Python code runs in between. 0 (no
- * exception) where not. */
+/* Whether x's shape and strides (strides_of's) are still `planned`, the (shape, strides) the route planned from, or
+ * planned is None: another thread may have changed x in place (x.resize_, x.set_, x.shape = ...) meanwhile, and the
+ * entry, keyed by x's layout as read now, must hold that layout's plan. Read right before the key, no Python code run
+ * in between. 0 (no exception) where not. */
 int still_planned(PyObject *x, PyObject *planned, int torch) {
     if (planned == Py_None) return 1;
     if (!PyTuple_Check(planned) || PyTuple_GET_SIZE(planned) != 2) return 0;
@@ -674,9 +651,8 @@ PyObject *odml_py_call_cache_entry(PyObject *self, PyObject *const *args, Py_ssi
     return d;
 }
 
-/* call_cache_cuda_retry(retry): retry(device, function, grid, shared, params bytes, src, dst, stream) queues a
- * launch of an entry call_cache_move_new made whose launch failed (a thread without the device's context),
- * or raises opendml's error (runtime/cuda/launch.py's relaunch). */
+/* call_cache_cuda_retry(retry): retry(device, function, grid, shared, params bytes, src, dst, stream) queues a failed
+ * launch of a call_cache_move_new entry again, or raises opendml's error (runtime/cuda/launch.py's relaunch). */
 PyObject *odml_py_call_cache_cuda_retry(PyObject *self, PyObject *fn) {
     (void)self;
     return keep(&cuda_retry, fn, PyCallable_Check(fn), "call_cache_cuda_retry: a callable is required");
@@ -741,8 +717,7 @@ PyObject *odml_py_call_cache_torch(PyObject *self, PyObject *args) {
     return set_hooks(args, "call_cache_torch", slots, 7);
 }
 
-/* call_cache_torch_api(capsule or None): PyTorch's accessors (torch_api.h),
- * given by the C++ node library; None goes back to reading through Python. */
+/* call_cache_torch_api(capsule or None): the C++ node library's accessors (torch_api.h); None: read through Python. */
 PyObject *odml_py_call_cache_torch_api(PyObject *self, PyObject *arg) {
     (void)self;
     const odml_torch_api *api = NULL;
@@ -804,8 +779,7 @@ int odml_calls_init(void) {
     table = PyDict_New();
     if (!table) return -1;
 #ifdef ODML_NUMPY
-    /* Without NumPy's C API (an incompatible NumPy) the cache serves no NumPy
-     * arrays; the module still loads. */
+    /* without NumPy's C API (an incompatible NumPy) the module loads, serving no NumPy arrays */
     if (_import_array() < 0) PyErr_Clear();
     else numpy_ready = 1;
 #endif

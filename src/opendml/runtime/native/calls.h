@@ -49,15 +49,13 @@ enum { KIND_MOVE = 4, KIND_EAGER = 5, KIND_MOVE_TORCH = 6, KIND_MOVE_CUPY = 7 };
 #define MAX_MOVE_IO 16
 #define MAX_MOVE_PASSES 64
 
-/* One pass of an entry, run in order on each call the entry serves. On the CPU, a kernel: one of the first
- * five's (kernel an ODML_KERNEL_* code, its parameter block in p.k) or a move pass (kernel PASS_MOVE: p.move,
- * checked and laid out once in prep, move.h). On CUDA, a launch: function, grid, block, shared and the
- * parameter struct passed by value at `params` (the backend's Launch owns it; with no Launch, p.k). src: the
- * input it reads (a fill's is unused: it is given its destination), dst: the output it writes.
- * An index-driven pass (kernel PASS_INDEX, plan.Gather/Scatter and the index functions' copies): on the CPU,
- * index.c's kernel on `index` (its idx_params); on CUDA, `index` is the kernel's parameter block (index_size
- * bytes, passed by value; the addresses patched in per call: index.c's src and dst, then one per axis from
- * the inputs `slot`), or, with no function, `launch(srcs, dsts, stream)` runs it (the scratch-using modes). */
+/* One pass of an entry, run in order on each call. CPU: a tuned kernel (kernel an ODML_KERNEL_* code, block p.k)
+ * or a move pass (PASS_MOVE: p.move, laid out once in prep, move.h). CUDA: a launch of function with the parameter
+ * struct at `params` passed by value (owned by the backend's Launch; with no Launch, p.k). src: the input read (a
+ * fill's unused), dst: the output written. PASS_INDEX (plan.Gather/Scatter and the index functions' copies): on the
+ * CPU, index.c's kernel on `index` (its idx_params); on CUDA, `index` is the kernel's parameter block (index_size
+ * bytes; src, dst and one address per axis from input `slot` patched in per call), or, with no function,
+ * `launch(srcs, dsts, stream)` runs it (the scratch-using modes). */
 enum { PASS_MOVE = ODML_KERNEL_COUNT, PASS_INDEX };
 typedef struct {
     int kernel, fill, src, dst, threads;
@@ -68,9 +66,8 @@ typedef struct {
     odml_move_prepared *prep;
     uint64_t function, params;
     unsigned grid, block, shared;
-    PyObject *launch;         /* the backend's Launch: launch(src, dst, stream) retries a failed launch and raises;
-                               * NULL for an entry call_cache_move_new made (its parameters in p.k or index), whose
-                               * failed launch the retry hook (call_cache_cuda_retry) takes over */
+    PyObject *launch;         /* the backend's Launch (retries a failed launch, raises); NULL in an entry
+                               * call_cache_move_new made, whose failed launch call_cache_cuda_retry's hook takes */
     void *index;              /* PASS_INDEX (PyMem): its idx_params (CPU) or the CUDA parameter block */
     int checked, index_size, at_src, at_dst, at_idx, naxes, slot[IDX_MAX_AXES];
     int n_flag, at_flag[IDX_MAX_AXES];   /* CUDA, a checked call: where the check's flag address goes in the block */
@@ -89,9 +86,8 @@ typedef struct {
     int64_t dims[MAX_RANK], bytes;
 } Out;
 
-/* One call-cache entry, of every kind: the outputs to allocate and the passes to run into them: the move program's,
- * N inputs, M outputs and its passes (the first five's: one tuned pass); an eager entry (KIND_EAGER) none: its
- * callable records the call for autograd and runs it (eager(x) -> the output). */
+/* One call-cache entry: the outputs to allocate and the passes to run into them (the first five's: one tuned pass);
+ * an eager entry (KIND_EAGER) has neither: eager(x) records the call for autograd and runs it. */
 typedef struct {
     PyObject_HEAD
     int kind, cpu;            /* the array's kind; cpu 1: CPU kernels (NumPy arrays, PyTorch CPU tensors) */
@@ -142,8 +138,8 @@ static inline int put(Key *k, int64_t v) {
     k->w[k->n++] = v;
     return 0;
 }
-/* a layout's words: its rank n, its n sizes, then its n strides times `scale`; -1 where one overflows or the key is
- * full (one form for every array kind: a PyTorch CPU tensor keys as its NumPy view) */
+/* a layout's words: rank n, n sizes, n strides times `scale`; -1 on overflow or a full key (one form for every
+ * array kind: a PyTorch CPU tensor keys as its NumPy view) */
 static inline int put_layout(Key *k, int n, const int64_t *sizes, const int64_t *strides, int64_t scale) {
     int64_t v;
     if (put(k, n) < 0) return -1;
@@ -163,8 +159,7 @@ int key_arg(Key *k, PyObject *a);
 int key_move_arg(Key *k, PyObject *a);   /* a family argument's (calls_move.c) */
 /* a call's key up to its array(s): kind, operator, each argument (key_move_arg's) */
 int key_call(Key *k, int kind, PyObject *op, PyObject *const *args, Py_ssize_t nargs);
-/* the entry stored under k (a new reference), or NULL, a miss counted; n_in >= 0: an entry of the key's kind
- * (its first word) with n_in inputs only */
+/* k's entry (a new reference), or NULL (a miss counted); n_in >= 0: only an entry of k's kind with n_in inputs */
 Entry *lookup(const Key *k, int n_in);
 int store(const Key *k, Entry *e);
 PyObject *stored(const Key *k, Entry *e);     /* store, e released: True, or NULL (a put's answer) */
@@ -180,11 +175,10 @@ int odml_cuda_launch_block(uint64_t function, unsigned grid, unsigned block, uns
 int odml_cuda_zero_words(uint64_t dptr, size_t words, uint64_t stream);
 /* the dynamic shared memory `function` may take raised to `bytes` (cuFuncSetAttribute); the CUresult */
 int odml_cuda_shared_limit(uint64_t function, unsigned bytes);
-/* the index check of a call on `stream` (cuda_launch.c): a zeroed flag slot taken, its device address in *flag
- * and the last checked launch's done word and counter in fin[0], fin[1] (0s where there are none: the stream is
- * waited for) (0, or -1 where the call must decline: no driver or context, the stream capturing, no slot); then,
- * after the launches, the done word (where `signalled`: a launch was given fin) or the stream waited for (the
- * GIL released) and the slot read and given back: 1 set (an index out of range), 0 clear, -1 failed */
+/* the index check of a call on `stream` (cuda_launch.c). begin: a zeroed flag slot taken, its device address in
+ * *flag, the done word and counter in fin[0], fin[1] (0s: the stream is waited for); -1 where the call declines (no
+ * driver or context, the stream capturing, no slot). end, after the launches: the done word (`signalled`) or the
+ * stream waited for (GIL released), the slot read and given back: 1 set (an index out of range), 0 clear, -1 failed */
 int odml_cuda_check_begin(uint64_t stream, int *slot, uint64_t *flag, uint64_t *fin);
 int odml_cuda_check_end(uint64_t stream, int slot, int signalled);
 
@@ -200,10 +194,9 @@ PyObject *eager_call(PyObject *const *args, Py_ssize_t nargs, PyObject *x);
 int still_planned(PyObject *x, PyObject *planned, int torch);
 #ifdef ODML_NUMPY
 int cupy_key(Key *k, PyObject *x, int64_t *device, uint64_t *ptr);
-/* The check of a new-shape function's arguments (calls_move_new.c's, newshape_index.c's): per
- * character of `spec`, args[i] is 'i' an exact int in 64 bits (stored through the next int64_t *),
- * 't' an exact tuple, '.' anything. 0, or -1 with no exception left (the function answers None: the
- * Python route) where one is not, or NumPy's C API is not ready. */
+/* A new-shape function's arguments checked: per character of `spec`, args[i] is 'i' an exact int in 64 bits (stored
+ * through the next int64_t *), 't' an exact tuple, '.' anything; -1, no exception left, where one is not or NumPy's
+ * C API is not ready (the function answers None). */
 int plain_args(PyObject *const *args, const char *spec, ...);
 int numpy_key(Key *k, PyArrayObject *x);
 /* a new shape of one of the first five (a plain lowering) served at a miss under k (calls_move_new.c), or None */
@@ -218,12 +211,10 @@ extern long long plain_served;               /* new shapes numpy_plain served */
 int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
              int *n_in);
 /* pass mp checked to stay inside its buffers (inputs of span[i] elements of in_size[i] bytes, outputs of count[j]
- * of out_size[j]) and laid out (odml_move_prepare): 1; 0 where it does not fit or the kernel refuses its parameters;
- * -1 with MemoryError. An input's origin and span (input_layout). */
+ * of out_size[j]) and laid out (odml_move_prepare): 1; 0 where it does not fit or the kernel refuses it; -1 with
+ * MemoryError. index_pass_fits: the same check of index pass mp (parameters p), whatever the index values. */
 int move_pass_ready(Pass *mp, const int64_t *span, const int *in_size, const int64_t *count, const int *out_size,
                     int n_in, int n_out);
-/* Whether index pass mp (its parameters p) is well formed and stays inside inputs of `span` elements of `in_size`
- * bytes and outputs of `count` elements of `out_size` bytes, whatever the index values. */
 int index_pass_fits(const Pass *mp, const idx_params *p, const int64_t *span, const int *in_size, const int64_t *count,
                     const int *out_size, int n_in, int n_out);
 int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span);
@@ -231,24 +222,23 @@ extern const int move_npy_type[12];
 int64_t descr_type(PyArray_Descr *d);
 /* whether d, a NumPy dtype, is NumPy's own dtype object of a number type (calls_move.c; no exception left) */
 int number_descr(PyObject *d);
-/* A new shape's entry e (the caller's reference, taken) for a call on the n_in NumPy arrays `in` (held by the
- * caller) run into new outputs and, where the call keys (move_key of op, xo, call_args) and the cache is on and
- * still in `gen`, stored (calls_move_new.c): the output(s); None where an allocation's finalizer changed an
- * input or a pass declined (the Python route runs the call and raises); NULL with an exception. */
+/* A new shape's entry e (reference taken) run on the n_in NumPy arrays `in` (held by the caller) into new outputs
+ * and stored where the call keys (move_key of op, xo, call_args) and the cache is on and still in `gen`: serve_cpu's
+ * answer (calls_move_new.c). */
 PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, PyArrayObject **in, int n_in,
                     int64_t gen);
 int run_passes(const Entry *e, char *const *dsts, const char *const *srcs);
-/* e's run (the caller's reference, taken) into new outputs: the output(s), or None where a pass declined (the Python
- * route runs the call again and raises its own error). The inputs: at their data pointers `data` (n_in of them: a
- * hit, counted); or, with `in` (a new shape's n_in NumPy arrays), as read here before the outputs are allocated, e
- * then stored under k where not NULL (and the cache is on and still in `gen`). `own`: the dtype a tuned pass (the
- * first five's) gives, the input's own (a dtype with metadata keys like its plain type). */
+/* e's run (reference taken) into new outputs: the output(s); None where a pass declined or an allocation's
+ * finalizer changed an input (the Python route runs the call and raises); NULL with an exception. The inputs: at
+ * `data` (a hit, counted); or, with `in` (a new shape's NumPy arrays), read here before the outputs are allocated, e
+ * then stored under k where not NULL (the cache on and still in `gen`). `own`: the dtype a tuned pass gives, the
+ * input's own (a dtype with metadata keys like its plain type). */
 PyObject *serve_cpu(Entry *e, PyArray_Descr *own, char *const *data, PyArrayObject **in, int n_in, const Key *k,
                     int64_t gen);
 PyObject *numpy_move(PyObject *const *args, Py_ssize_t nargs, int plain);
 PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch);
-/* x's arrays (calls_move.c): x itself where it is of `type` (*seq 0), or the items of an exact list or tuple x of
- * 1..MAX_MOVE_IO of them (*seq 1), in in[] (borrowed); their count, or -1 where x is not such */
+/* x's arrays of `type` in in[] (borrowed): x itself (*seq 0) or an exact list or tuple's 1..MAX_MOVE_IO items (*seq
+ * 1); their count, or -1 */
 int arrays_of(PyObject *x, PyTypeObject *type, PyObject **in, int *seq);
 int cuda_inputs(PyObject *x, int torch, PyObject **in, int *n, int *seq);
 int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,
@@ -256,20 +246,17 @@ int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssi
 int same_words(const int64_t *a, const int64_t *b, int n);
 int inputs_still_keyed(const Key *k, const int *at, int torch, PyObject **in, int n, const uint64_t *ptr);
 typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
-/* A repeated call on PyTorch tensors (args[1]: one, or a list or tuple of them), whatever the function (call_cache_call
- * and call_cache_move alike): a tensor autograd must record by its eager entry, CUDA tensors by their move entries
- * (cuda_move), CPU ones by their NumPy views' (one the accessors describe keyed from that description, no view made:
- * torch_view_key); None where none serves. */
+/* A repeated call on PyTorch tensors (args[1]: one, or a list or tuple), any function: a tensor autograd must record
+ * by its eager entry, CUDA tensors by cuda_move, CPU ones by their NumPy views' entries (a described tensor keyed
+ * without a view: torch_view_key); None where none serves. */
 PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs);
-/* The key of a call on one plain PyTorch CPU tensor the accessors described (in): numpy_key's words for its NumPy
- * view after move_key's head, so one entry serves the tensor and its view; -1: no key (not one of the 11 element
- * types). torch_move_key: the key of call_cache_entry's (op, x, *args) on one tensor. */
+/* The key of a call on one plain PyTorch CPU tensor the accessors described (in): its NumPy view's words, so one
+ * entry serves both; -1: not one of the 11 element types. torch_move_key: call_cache_entry's key on one tensor. */
 int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in);
 int torch_move_key(Key *k, PyObject *const *args, Py_ssize_t nargs);
 int64_t torch_type(PyObject *dtype);
-/* -- new shapes on CUDA memory (calls_move_new.c): what the lowering and the launches read of a call's inputs:
- * each as the lowering takes it, its data pointer, the bytes from it back to element 0 of its bound range
- * (planner.array_layout's origin) and that range's elements (its span) */
+/* -- new shapes on CUDA memory (calls_move_new.c): a call's inputs as the lowering takes them, their data pointers,
+ * the bytes back to element 0 of each bound range (planner.array_layout's origin) and its elements (span) */
 typedef struct {
     int n;
     odml_move_input xs[MAX_MOVE_IO];
@@ -279,8 +266,8 @@ typedef struct {
 /* each input's element-0 address; -1 where one's data is not a multiple of its element size */
 int cuda_sources(const CudaInputs *c, uint64_t *src);
 int numpy_cuda_inputs(PyArrayObject *const *in, int n_in, PyObject *dp, CudaInputs *c);
-/* Item i of a cuda_conf() tuple: its value, or where it is a function (the settings' c_settings, called only where
- * a plan reads them) what it returns; a new reference, or NULL with an exception */
+/* Item i of a cuda_conf() tuple, or what it returns where a function (a c_settings, called only where a plan reads
+ * it): a new reference, or NULL with an exception */
 PyObject *conf_item(PyObject *conf, Py_ssize_t i);
 /* How cuda_new lowers a call (0 with its outputs in g, or -1) and plans its launches for outputs at dsts
  * (their count, or -1), conf the caller's cuda_conf() tuple. */
@@ -295,22 +282,19 @@ struct CudaNew {
 #define IX_FLAG_AT(a) (offsetof(odml_ix_params, axes) + sizeof(odml_ix_axis) * (size_t)(a) + offsetof(odml_ix_axis, flag))
 PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *gen, int torch, PyObject *conf,
                    CudaNew *how);
-/* e's launches queued on `stream` (calls_move.c), its owner tables (outs with zero) zeroed on it first
- * (cuMemsetD32Async, else index.py's zero_words), the index check done where e checks, in two steps, so that a
- * caller does its host work while a checked call's kernels run: the launches (the check's slot and whether its
- * done word comes in w), then the wait (every launch's w waited for once, rc the launch's answer). Each answers
- * 0 (run, indices in range); 1, the call declined (an index out of range, the check unavailable); -1 with an
- * exception */
+/* e's launches queued on `stream` (calls_move.c), its owner tables (outs with zero) zeroed first, the index check
+ * done where e checks, in two steps so that the caller's host work overlaps a checked call's kernels: the launches
+ * (the check's slot and done word in w), then the wait (once per w; rc the launch's answer). Each answers 0 (run,
+ * indices in range); 1, declined (an index out of range, the check unavailable); -1 with an exception */
 typedef struct { int slot, signalled; } CheckWait;
 int cuda_entry_launch(const Entry *e, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream, CheckWait *w);
 int cuda_entry_wait(uint64_t stream, CheckWait *w, int rc);
 /* e stored under k where k has no entry yet: 0; 1 where it has one (kept, e not stored); -1 with an exception */
 int store_new(const Key *k, Entry *e);
 void unstore(const Key *k, const Entry *e);   /* k's entry dropped where it is still e, no exception left */
-/* The route of a never-seen shape on the inputs args[xi] (a new-shape function's: op first, the call's
- * arguments at xi + 1, its generation at xi + 2, the cuda_conf callable at ci): on CUDA memory (PyTorch CUDA
- * tensors, CuPy arrays), cuda_new with `how` and cuda_conf()'s tuple (None where how is NULL or there is no
- * cuda_conf); else cpu(args) on NumPy arrays, or on NumPy views of plain PyTorch CPU tensors. */
+/* The route of a never-seen shape on args[xi] (op first, the call's arguments at xi + 1, its generation at xi + 2,
+ * the cuda_conf callable at ci): on CUDA memory, cuda_new with `how` and cuda_conf()'s tuple (None without either);
+ * else cpu(args) on NumPy arrays or NumPy views of plain PyTorch CPU tensors. */
 PyObject *new_shape(PyObject *const *args, Py_ssize_t nargs, int xi, int ci, CudaNew *how, move_fn cpu);
 #endif
 /* A Python function NAME(SIG) of LO to HI positional arguments (module.c's table) answering CALL where the

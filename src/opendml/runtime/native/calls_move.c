@@ -7,20 +7,18 @@
 
 /* -- The move program's entries on NumPy arrays (every operator) ------------------------------------ */
 
-/* What is recorded and served: runtime/calls.py's put_move. The key: KIND_MOVE, the operator, each argument
- * (key_move_arg), then the inputs (one array, or a sequence and its length) with their dtype, shape and byte strides.
- * put_move checks every pass against the buffers it will be given and refuses what does not fit, so a bad record
- * cannot make a later call read or write outside a buffer. */
+/* What is recorded and served: runtime/calls.py's put_move. The key: KIND_MOVE, the operator, each argument, then
+ * the inputs (one array, or a sequence and its length): dtype, shape, byte strides. put_move refuses a pass that does
+ * not fit the buffers it will be given, so a bad record cannot make a later call read or write outside one. */
 
 #define MAX_STR 32
 
 static PyObject *move_types;            /* a tuple of enum types whose members key by identity */
 
 
-/* A family argument (the kinds runtime/calls.py's docstring lists); -1: no key. */
+/* A family argument other than key_arg's (the kinds runtime/calls.py's docstring lists); -1: no key. */
 int key_move_arg(Key *k, PyObject *a) {
     int64_t v;
-    if (a == Py_None || PyLong_CheckExact(a) || PyList_CheckExact(a) || PyTuple_CheckExact(a)) return key_arg(k, a);
     if (a == Py_True || a == Py_False) return put(k, 4) < 0 ? -1 : put(k, a == Py_True);
     if (PyFloat_CheckExact(a)) {
         double d = PyFloat_AS_DOUBLE(a);
@@ -64,8 +62,7 @@ int number_descr(PyObject *d) {
     return same;
 }
 
-/* The key of a family call: operator, arguments, then the inputs (x: one exact ndarray, or an exact list or tuple of
- * 1..MAX_MOVE_IO of them), which are stored in `in` (borrowed). -1: no key. */
+/* The key of a family call on x, its arrays (arrays_of's) in `in` (borrowed). -1: no key. */
 int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_t nargs, PyArrayObject **in,
              int *n_in) {
     int seq;
@@ -78,8 +75,8 @@ int move_key(Key *k, PyObject *op, PyObject *x, PyObject *const *args, Py_ssize_
     return 0;
 }
 
-/* A new C-contiguous output (an output block where large enough, as CpuBackend.empty gives), its data in *data,
- * whether its memory was never touched in *fresh (where not NULL); NULL with an exception. */
+/* A new C-contiguous output (from the output blocks where it fits, as CpuBackend.empty), its data in *data, whether
+ * its memory was never touched in *fresh (where not NULL); NULL with an exception. */
 static PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims64, int64_t bytes, int use_blocks,
                             char **data, int *fresh) {
     npy_intp dims[MAX_RANK];
@@ -106,10 +103,9 @@ static PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims6
     return out;
 }
 
-/* One index-driven pass (index.c; its reach over the key's ranges was checked when it was recorded):
- * ODML_OK, or ODML_EPARAM where, in a checked pass, an index lay outside its dimension (the Python route then
- * runs the call and raises its error naming the first one: the same error as a call the cache never saw) or an
- * input is misaligned. */
+/* One index-driven pass (index.c; its reach checked when recorded): ODML_OK, or ODML_EPARAM where a checked pass met
+ * an index outside its dimension or an input is misaligned (the Python route then runs the call: for the first, it
+ * raises the error naming the index). */
 static int index_pass(const Pass *p, char *const *dsts, const char *const *srcs) {
     const idx_params *ip = (const idx_params *)p->index;
     const char *idx[IDX_MAX_AXES];
@@ -127,8 +123,8 @@ static int index_pass(const Pass *p, char *const *dsts, const char *const *srcs)
     return p->checked && bad ? ODML_EPARAM : ODML_OK;
 }
 
-/* e's passes in order, from the inputs' element 0 at srcs into the outputs at dsts, the GIL released where
- * they write at least RELEASE_BYTES (the caller's reference keeps e alive); the first status other than ODML_OK. */
+/* e's passes in order, from the inputs' element 0 at srcs into the outputs at dsts, the GIL released at RELEASE_BYTES
+ * written or more (the caller's reference keeps e alive); the first status other than ODML_OK. */
 int run_passes(const Entry *e, char *const *dsts, const char *const *srcs) {
     int status = ODML_OK;
     const int release = e->total >= RELEASE_BYTES;
@@ -188,8 +184,7 @@ PyObject *serve_cpu(Entry *e, PyArray_Descr *own, char *const *data, PyArrayObje
         if (fresh && e->prefault)                  /* as engine._execute: fault pages in before threads write */
             for (int64_t b = 0; b < o->bytes; b += PAGE) dsts[i][b] = 0;
     }
-    /* a finalizer run by an allocation may have changed an input (its shape, its buffer); a pass that declines
-     * (a checked index out of range): the Python route runs the call again and raises its own error */
+    /* an input changed by an allocation's finalizer, or a pass that declines: the Python route runs the call */
     for (int i = 0; i < n_in; i++) {
         if (in && !input_same(in[i], &state[i])) goto route;
         srcs[i] = (in ? state[i].data : data[i]) - e->origin[i];
@@ -207,8 +202,8 @@ done:
     return result;
 }
 
-/* A repeated call on exact NumPy arrays served from its entry; at a miss (`plain`: the first five's calls, whose
- * functions offer call_cache_call), a never-seen shape numpy_plain serves (calls_move_new.c), else None. */
+/* A repeated call on exact NumPy arrays served from its entry; at a miss, with `plain` (the first five's functions
+ * call call_cache_call), a new shape numpy_plain serves (calls_move_new.c); else None. */
 PyObject *numpy_move(PyObject *const *args, Py_ssize_t nargs, int plain) {
     Key k;
     PyArrayObject *in[MAX_MOVE_IO];
@@ -228,8 +223,8 @@ PyObject *numpy_move(PyObject *const *args, Py_ssize_t nargs, int plain) {
     return result;
 }
 
-/* The element indices a pass reaches on one side: offset + sum(i * stride) for i in [0, extent) per axis, in [*lo,
- * *hi]; -1 beyond 2^58 anywhere (the sums then stay far inside int64). */
+/* The element indices a pass reaches on one side, offset + sum(i * stride) for i in [0, extent), in [*lo, *hi]; -1
+ * beyond 2^58 anywhere (the sums then stay far inside int64). */
 static int move_span(int rank, int64_t offset, const int64_t *extent, const int64_t *strides, int64_t *lo,
                      int64_t *hi) {
     const int64_t lim = (int64_t)1 << 58;
@@ -244,8 +239,7 @@ static int move_span(int rank, int64_t offset, const int64_t *extent, const int6
     return 0;
 }
 
-/* Whether pass p, on inputs of `span` elements of `in_size` bytes and
- * outputs of `count` elements of `out_size` bytes, stays inside them. */
+/* move_pass_ready's check (calls.h). */
 static int move_pass_fits(const Pass *mp, const int64_t *span, const int *in_size, const int64_t *count,
                    const int *out_size, int n_in, int n_out) {
     const odml_cpu_move_params *p = &mp->p.move;
@@ -298,8 +292,7 @@ int index_pass_fits(const Pass *mp, const idx_params *p, const int64_t *span, co
 }
 
 /* An input's element 0 (its lowest-addressed element) as bytes back from its data pointer, and its span in elements;
- * -1 where a stride along an axis of more than one element is not a whole number of elements (the route copies such
- * an array first). */
+ * -1 where a stride of an axis of more than one element is not whole elements (the route copies it first). */
 int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span) {
     int64_t es = PyArray_ITEMSIZE(x), back = 0, reach = 0;
     *span = 0;
@@ -353,9 +346,9 @@ static int64_t tuned_count(int code, const odml_kernel_params *k) {
 
 #define PUT_MOVE_FAIL(msg) do { PyErr_SetString(PyExc_ValueError, "call_cache_put_move: " msg); goto fail; } while (0)
 
-/* call_cache_put_move on NumPy arrays: runtime/calls.py's put_move (an index pass's src -1: a constant value; a
- * pass's optional sixth item, checked: whether an index pass's values are the array API's checked indices). False
- * also where the call has no key; ValueError for a malformed record. */
+/* call_cache_put_move on NumPy arrays: runtime/calls.py's put_move (an index pass's src -1: a constant value; a pass's
+ * sixth item, checked: its indices are the array API's checked ones). False where the call has no key or a pass does
+ * not fit; ValueError for a malformed record. */
 static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObject *outs, PyObject *origins,
                           PyObject *passes, int multi, PyObject *planned) {
     Key k;
@@ -373,8 +366,7 @@ static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObje
                         "64 passes are required");
         return NULL;
     }
-    /* in[] came from x's items: held while the record is read, which may run
-     * Python code (an origin's __index__, a flag's __bool__) that empties x */
+    /* held: reading the record may run Python code (an origin's __index__) that empties x */
     for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
     PyObject *result = NULL;
     if (planned != Py_None && (!PyTuple_Check(planned) || PyTuple_GET_SIZE(planned) != n_in)) {
@@ -441,8 +433,8 @@ static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObje
             if (!sized || n_pass != 1 || n_in != 1 || n_out != 1 || mp->src != 0 || mp->dst != 0)
                 PUT_MOVE_FAIL("a tuned pass is a program's one pass, of one input and output, its parameters the "
                               "bytes of its kernel's block (params.h)");
-            /* the block's words (its first field) whole elements of the input's type, the output's too, and
-             * its output that many bytes: a record cannot make a served call write past its output */
+            /* the block's words (its first field) whole elements of the input's type, which the output shares, and
+             * the output that many bytes: a served call cannot write past it */
             const int64_t bes = mp->p.k.copy.element_size, written = tuned_count(code, &mp->p.k);
             if (in_size[0] != out_size[0] || bes < in_size[0] || bes > 8 || bes % in_size[0]
                     || written < 0 || !odml_mul_le(written, bes, ODML_LIMIT) || written * bes != e->outs[0].bytes)
@@ -499,8 +491,7 @@ static PyObject *first_of(PyObject *x) {
     return !items ? x : n > 0 ? items[0] : NULL;
 }
 
-/* For x a PyTorch tensor (or a list or tuple starting with one): whether its (first) tensor is a CUDA one (0 where
- * that cannot be read). */
+/* Whether x's first tensor (first_of's) is a CUDA one (0 where that cannot be read). */
 static int torch_input_cuda(PyObject *x) {
     PyObject *first = Py_NewRef(first_of(x));
     const int cuda = is_true(PyObject_GetAttr(first, s_is_cuda));
@@ -509,8 +500,8 @@ static int torch_input_cuda(PyObject *x) {
     return cuda;
 }
 
-/* A NumPy view of t, a plain PyTorch CPU tensor that neither autograd nor a tracer needs to see (not a negative
- * view); NULL, with no exception left, for anything else. */
+/* A NumPy view of t, a plain PyTorch CPU tensor (torch_plain_in 1, not a negative view); NULL, no exception left,
+ * for anything else. */
 static PyObject *torch_view(PyObject *t) {
     odml_torch_info in;
     if (!t_type || Py_TYPE(t) != (PyTypeObject *)t_type || torch_plain_in(t, &in) != 1 ||
@@ -529,7 +520,7 @@ static PyObject *torch_view(PyObject *t) {
 
 #define MAX_MOVE_ARGS 16
 
-/* result (taken: NumPy output(s), or None or NULL as they are) handed to torch.from_numpy, as the Python route does */
+/* result (taken) handed to torch.from_numpy as the Python route does (None and NULL as they are) */
 static PyObject *torch_outputs(PyObject *result) {
     if (!result || result == Py_None) return result;
     if (PyList_CheckExact(result)) {                          /* SPLIT's outputs */
@@ -551,9 +542,8 @@ static PyObject *torch_outputs(PyObject *result) {
     return t;
 }
 
-/* The family on PyTorch CPU tensors: fn (the NumPy entry: move_call, or move_new for a new shape) run on views of the
- * tensors args[xi] (the Python route records it on the same views: the same key), its outputs handed to
- * torch.from_numpy as the Python route does. */
+/* The family on PyTorch CPU tensors: fn (move_call, or move_new for a new shape) run on NumPy views of the tensors
+ * args[xi] (which the Python route records: the same key), its outputs through torch_outputs. */
 static PyObject *torch_views(PyObject *const *args, Py_ssize_t nargs, int xi, move_fn fn) {
     PyObject *x = args[xi], *view, *call[MAX_MOVE_ARGS], *result;
     if (nargs > MAX_MOVE_ARGS) Py_RETURN_NONE;
@@ -611,9 +601,8 @@ int torch_move_key(Key *k, PyObject *const *args, Py_ssize_t nargs) {
     return rc;
 }
 
-/* A repeated call on one plain PyTorch CPU tensor x the accessors described (in), served from the entry its NumPy
- * view keys (torch_view_key) without making the view, its outputs handed to torch.from_numpy; None where there is
- * none. */
+/* A repeated call on one plain PyTorch CPU tensor the accessors described (in), served from its NumPy view's entry
+ * (torch_view_key) without making the view; None where there is none. */
 static PyObject *torch_cpu_move(PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in) {
     Key k;
     if (torch_view_key(&k, args[0], args + 2, nargs - 2, in) < 0) Py_RETURN_NONE;
@@ -643,9 +632,8 @@ PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs) {
 /* -- The move program's entries on CUDA memory: PyTorch CUDA tensors and CuPy arrays ------------------- */
 
 /* What is recorded and served: runtime/calls.py's put_move_cuda. The key: KIND_MOVE_TORCH or KIND_MOVE_CUPY, the
- * operator, the arguments (key_move_arg), then each input's dtype, shape, strides, device and address class mod 16
- * (one device for all). The backend's Launch objects the entry holds own the parameter structures (copied by each
- * launch, so nothing queued reads the entry) and make a failed launch's retry and error. */
+ * operator, the arguments, then each input's dtype, shape, strides, device (one for all) and address mod 16. The
+ * entry's Launch objects own the parameter structures (copied by each launch: nothing queued reads the entry). */
 
 /* The framework of x (one array, or the first of a list or tuple): 1 PyTorch, 2 CuPy, else 0. */
 static int cuda_framework(PyObject *x) {
@@ -668,9 +656,8 @@ int arrays_of(PyObject *x, PyTypeObject *type, PyObject **in, int *seq) {
     return (int)n;
 }
 
-/* x's arrays (arrays_of's, of PyTorch's tensor type or CuPy's array type) as new references in in[], their count in
- * *n, whether a sequence in *seq; -1 (nothing held) where x is not such. No Python code runs between the checks and
- * the copy, so a list changed later cannot mislead the key. */
+/* x's tensors or CuPy arrays (arrays_of's) as new references in in[], their count in *n; -1 (nothing held) where x
+ * is not such. No Python code runs between the checks and the copy: a list changed later cannot mislead the key. */
 int cuda_inputs(PyObject *x, int torch, PyObject **in, int *n, int *seq) {
     if ((*n = arrays_of(x, (PyTypeObject *)(torch ? t_type : c_type), in, seq)) < 0) return -1;
     for (int i = 0; i < *n; i++) Py_INCREF(in[i]);
@@ -683,8 +670,8 @@ static int input_key(Key *k, int torch, PyObject *x, int64_t *device, uint64_t *
                                                                     : cupy_key(k, x, device, ptr);
 }
 
-/* The key of a family call on CUDA memory, the inputs' addresses in ptr[] and their (one) device in *device, where
- * each input's words start in at[] (where not NULL); -1: no key (inputs on several devices included). */
+/* The key of a family call on CUDA memory, the inputs' addresses in ptr[], their one device in *device, where each
+ * input's words start in at[] (where not NULL); -1: no key (inputs on several devices too). */
 int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **in, int n,
                   int seq, int64_t *device, uint64_t *ptr, int *at) {
     int64_t dev;
@@ -698,8 +685,8 @@ int cuda_move_key(Key *k, int torch, PyObject *op, PyObject *const *args, Py_ssi
     return 0;
 }
 
-/* runtime/cuda/index.py's function `name` called with what `format` builds (its retry of a launch or memset that
- * failed here, on a thread without the device's context): 0, or -1 with its exception. */
+/* runtime/cuda/index.py's function `name` on what `format` builds (its retry of a launch or memset that failed here,
+ * a thread without the device's context): 0, or -1 with its exception. */
 static int index_py(const char *name, const char *format, ...) {
     va_list v;
     va_start(v, format);
@@ -719,11 +706,10 @@ static int index_py(const char *name, const char *format, ...) {
 #define CHECK_SPIN_GRID 4096          /* the largest grid whose checked wait is the done word's */
 #define INDEX_BLOCK 4096                /* the largest CUDA index parameter block taken (index.cu's is ~2.5 KiB) */
 
-/* One index-driven pass of a CUDA entry: its kernel launched with its parameter block and this call's
- * addresses (and, a checked pass, the check's flag address `flag` in each checked axis), or (a mode that
- * needs scratch, or a launch that failed: it retries and raises) the backend's IndexPass called with them. A
- * checked pass whose launch fails is not retried: 1, and the route runs the call. -1 with an exception. `fin`
- * (NULL, or the done word's and counter's addresses): the call's last checked launch signals there. */
+/* One index-driven pass of a CUDA entry: its kernel launched with its block and this call's addresses (a checked
+ * pass: `flag` in each checked axis; `fin`, where not NULL: the done word and counter the last checked launch
+ * signals), or the backend's IndexPass called with them (a mode needing scratch; a failed launch: it retries and
+ * raises). A checked pass whose launch fails is not retried: 1, the route runs the call. -1 with an exception. */
 static int index_launch(const Entry *e, const Pass *s, const uint64_t *ptr, const uint64_t *dsts, uint64_t stream,
                         uint64_t flag, const uint64_t *fin) {
     uint64_t src[MAX_MOVE_IO], block[INDEX_BLOCK / 8];
@@ -766,8 +752,8 @@ int cuda_entry_launch(const Entry *e, const uint64_t *ptr, const uint64_t *dsts,
     if (e->checked && odml_cuda_check_begin(stream, &slot, &flag, fin) < 0) return 1;
     for (int i = 0; i < e->n_pass; i++)         /* the last checked launch says when the check is done */
         if (e->passes[i].kernel == PASS_INDEX && e->passes[i].n_flag) last = i;
-    /* only a small grid's: a long kernel outlasts the spin (cuda_launch.c's CHECK_SPIN_NS), and a wait for the
-     * stream after a spun-out one costs more than the stream alone; CHECK_SPIN_GRID blocks move at most ~64 MB */
+    /* only a small grid's: a long kernel outlasts the spin (cuda_launch.c's CHECK_SPIN_NS), after which the stream's
+     * wait costs more than alone; CHECK_SPIN_GRID blocks move at most ~64 MB */
     if (last >= 0 && (!fin[0] || e->passes[last].index_size < (int)sizeof(odml_ix_params)
                       || e->passes[last].grid > CHECK_SPIN_GRID))
         last = -1;
@@ -808,9 +794,9 @@ int cuda_entry_wait(uint64_t stream, CheckWait *w, int rc) {
     return rc;
 }
 
-/* An index step of put_move_cuda: (function, grid, block, shared, params, src, dst, launch, (at_src, at_dst,
- * at_idx, slots, flags)), flags the offsets in params of the check's flag address (a checked call's axes,
- * index.cu's ix_axis.flag; empty unchecked; only with a function); 0, or -1 with an exception. */
+/* An index step of put_move_cuda: (function, grid, block, shared, params, src, dst, launch, (at_src, at_dst, at_idx,
+ * slots, flags)), flags the offsets in params of a checked call's flag address (ix_axis.flag; only with a function);
+ * 0, or -1 with an exception. */
 static int index_step(Pass *s, PyObject *t, int n_in, int n_out) {
     unsigned long long function, grid, block, shared;
     Py_buffer pb;
@@ -864,9 +850,8 @@ static int index_step(Pass *s, PyObject *t, int n_in, int n_out) {
     return 0;
 }
 
-/* Whether the inputs in[0..n) still read as their words in the call's key k (input i's from at[i]: cuda_move_key's)
- * and lie at ptr: an allocation may have run Python code that changed one (x.set_(), x.resize_()). The call's own
- * words (operator, arguments) are not read again: the call is answered for the arguments it was given. */
+/* Whether the inputs still read as their words in k (input i's from at[i]: cuda_move_key's) and lie at ptr: an
+ * allocation may have run Python code that changed one (x.set_()). The call's arguments are not read again. */
 int inputs_still_keyed(const Key *k, const int *at, int torch, PyObject **in, int n, const uint64_t *ptr) {
     for (int i = 0; i < n; i++) {
         Key now;
@@ -879,8 +864,7 @@ int inputs_still_keyed(const Key *k, const int *at, int torch, PyObject **in, in
     return 1;
 }
 
-/* A repeated family call on PyTorch CUDA tensors (torch 1) or CuPy arrays
- * (torch 0): its outputs (a list for SPLIT), or None (take the Python route). */
+/* A repeated call on PyTorch CUDA tensors (torch 1) or CuPy arrays (0): its output(s), or None (the Python route). */
 PyObject *cuda_move(PyObject *const *args, Py_ssize_t nargs, int torch) {
     Key k;
     PyObject *in[MAX_MOVE_IO], *outs[MAX_MOVE_IO] = {NULL}, *result = NULL;
@@ -931,11 +915,10 @@ static int uint_item(PyObject *t, Py_ssize_t i, unsigned long long *v) {
 #define PUT_CUDA_MOVE_FAIL(msg) \
     do { PyErr_SetString(PyExc_ValueError, "call_cache_put_move (CUDA): " msg); goto fail; } while (0)
 
-/* call_cache_put_move on PyTorch CUDA tensors or CuPy arrays: runtime/calls.py's put_move_cuda, its steps one
- * (function, grid, block, shared, params, src, dst, launch) per kernel launch (src -1: a fill; launch the backend's
- * Launch, which owns the parameter structure at the host address params), or an index-driven pass's (index_step).
- * False also where the call has no key or an origin is outside [0, the input's address]; ValueError for a malformed
- * record. */
+/* call_cache_put_move on PyTorch CUDA tensors or CuPy arrays: runtime/calls.py's put_move_cuda, a step (function,
+ * grid, block, shared, params, src, dst, launch) per launch (src -1: a fill; launch the backend's Launch, owning the
+ * parameters at host address params) or index_step's. False where the call has no key or an origin is outside [0,
+ * the input's address]; ValueError for a malformed record. */
 static PyObject *put_move_cuda(PyObject *op, PyObject *x, PyObject *call_args, PyObject *outs, PyObject *origins,
                                PyObject *steps, int multi, int torch, PyObject *planned) {
     PyObject *in[MAX_MOVE_IO];

@@ -1,7 +1,6 @@
-/* The call cache's new-shape route of the data-movement family on NumPy arrays (and PyTorch CPU tensors through NumPy
+/* The call cache's new-shape route of the data-movement family on NumPy arrays (PyTorch CPU tensors through NumPy
  * views), PyTorch CUDA tensors and CuPy arrays: a never-seen shape lowered in C (newshape_move.c), run (on CUDA, the
- * launches cuda_move_spec.c plans) and recorded as call_cache_put_move records it, in one call (see calls.c and
- * calls.h; the entries themselves are calls_move.c's). */
+ * launches cuda_move_spec.c plans) and recorded as call_cache_put_move records it, in one call. */
 #define NO_IMPORT_ARRAY
 #include <stddef.h>
 
@@ -31,8 +30,8 @@ int64_t descr_type(PyArray_Descr *d) {
 static const char *const type_name[12] = {NULL, "float32", "float16", "uint32", "uint16", "uint8", "int32", "int16",
                                           "int8", "float64", "uint64", "int64"};
 
-/* The DataType value whose lower-case name, upper-case name or "DML_TENSOR_DATA_TYPE_" + upper-case name is
- * `name` exactly (with `prefix` skipped first), else 0. */
+/* The DataType value named `name` after `prefix` (lower-case, upper-case or "DML_TENSOR_DATA_TYPE_" + upper-case),
+ * else 0. */
 static int64_t named_type(const char *name, Py_ssize_t len, const char *prefix) {
     const size_t skip = strlen(prefix);
     if ((size_t)len <= skip || strncmp(name, prefix, skip)) return 0;
@@ -52,6 +51,16 @@ static int64_t named_type(const char *name, Py_ssize_t len, const char *prefix) 
         if (same) return t;
     }
     return 0;
+}
+
+/* Attribute `attr` of module `module` where it is imported (a new reference), else NULL (an exception may be set). */
+static PyObject *module_attr(const char *module, const char *attr) {
+    PyObject *name = PyUnicode_FromString(module);
+    PyObject *m = name ? PyImport_GetModule(name) : NULL;
+    PyObject *v = m ? PyObject_GetAttrString(m, attr) : NULL;
+    Py_XDECREF(m);
+    Py_XDECREF(name);
+    return v;
 }
 
 int64_t odml_move_dtype_type(PyObject *o) {
@@ -74,13 +83,9 @@ int64_t odml_move_dtype_type(PyObject *o) {
     }
     static PyTypeObject *data_type;                /* opendml.model.data_type.DataType, once imported */
     if (!data_type) {
-        PyObject *name = PyUnicode_FromString("opendml.model.data_type");
-        PyObject *module = name ? PyImport_GetModule(name) : NULL;
-        PyObject *type = module ? PyObject_GetAttrString(module, "DataType") : NULL;
+        PyObject *type = module_attr("opendml.model.data_type", "DataType");
         if (type && PyType_Check(type)) data_type = (PyTypeObject *)type;     /* held for good */
         else Py_XDECREF(type);
-        Py_XDECREF(module);
-        Py_XDECREF(name);
         if (PyErr_Occurred()) PyErr_Clear();
     }
     if (data_type && Py_TYPE(o) == data_type) {
@@ -107,20 +112,18 @@ int64_t odml_move_dtype_type(PyObject *o) {
     return t;
 }
 
-/* The inputs of a family call: x one exact ndarray, or where the lowering number has ODML_LOWER_SEQUENCE (a function
- * offering its arrays as one list or tuple) an exact list or tuple of 1..MAX_MOVE_IO of them (a lone array is refused
- * there: the Python route names the fault), stored in `in` (borrowed); -1 else. */
+/* A family call's arrays (arrays_of's) in `in` (borrowed): a sequence exactly where the lowering has
+ * ODML_LOWER_SEQUENCE (else the Python route names the fault); -1 else. */
 static int move_inputs(PyObject *x, int64_t lowering, PyArrayObject **in, int *n_in) {
     int seq;
     *n_in = arrays_of(x, &PyArray_Type, (PyObject **)in, &seq);
     return *n_in < 0 || seq != !!(lowering & ODML_LOWER_SEQUENCE) ? -1 : 0;
 }
 
-/* The entry of a tuned pass (odml_move_plain) on x: one pass of the plan's CPU kernel, its parameters, threads and
- * origin as CpuBackend's runner gives them (odml_new_cpu, odml_new_threads), `descr` the output's NumPy dtype,
- * a move program's entry of one tuned pass (KIND_MOVE, as put_move records the Python route's). NULL, no exception
- * set, where the Python route must run the call (an output of `limit` bytes or more, which takes the output blocks
- * there; more than ODML_MAX_THREADS threads); NULL with one for no memory. */
+/* The KIND_MOVE entry of plan pl's one tuned pass (odml_move_plain's; as put_move records the Python route's): the
+ * CPU kernel's parameters, threads and origin as CpuBackend's runner gives them (odml_new_cpu, odml_new_threads),
+ * `descr` the output's dtype. NULL, no exception set, where the Python route must run the call (an output of conf[4]
+ * bytes or more, which takes the output blocks there; more than ODML_MAX_THREADS threads); with one for no memory. */
 static Entry *tuned_entry(const odml_new_plan *pl, PyObject *descr, const int64_t *conf) {
     odml_cpu_run run;
     int64_t bytes, origin;
@@ -151,8 +154,7 @@ static int read_conf(PyObject *conf, int64_t *c) {
     return odml_tuple_ints(conf, 5, c) || c[0] < 1 || c[1] < 1 ? -1 : 0;
 }
 
-/* The first five's entry on NumPy array x (move_new_entry's, conf read): x as odml_layout_from_bytes reads it (a size-1
- * axis's stride that is not whole elements taken as 0), one tuned pass (odml_move_plain). */
+/* The first five's entry on NumPy array x (move_new_entry's): x as odml_layout_from_bytes reads it, one tuned pass. */
 static Entry *plain_entry(int lowering, PyArrayObject *x, PyObject *const *cargs, Py_ssize_t ncargs, const int64_t *c) {
     odml_move_input xi;
     odml_new_plan pl;
@@ -171,11 +173,10 @@ static Entry *plain_entry(int lowering, PyArrayObject *x, PyObject *const *cargs
                                                                     : NULL;
 }
 
-/* The entry of a lowered call of `lowering` on the n_in arrays `in` (not stored, not run; a plain lowering's is
- * plain_entry's): the passes packed (odml_move_pack), threads as CpuBackend._threads gives them for `conf` (max
- * threads, grain bytes, ..., the output size from which output blocks are used: CpuBackend.plain_conf), each checked
- * to stay inside the buffers and laid out (odml_move_prepare). NULL with no exception set where the Python route must
- * run the call; NULL with one for no memory. */
+/* The entry of `lowering` on the n_in arrays `in` (not stored, not run; a plain lowering's: plain_entry): the passes
+ * packed (odml_move_pack), threads as CpuBackend._threads gives them for conf c (read_conf's), each checked to stay
+ * inside the buffers and laid out (move_pass_ready). NULL, no exception set, where the Python route must run the
+ * call; with one for no memory. */
 static Entry *move_new_entry(int lowering, PyArrayObject **in, int n_in, PyObject *const *cargs, Py_ssize_t ncargs,
                              const int64_t *c) {
     if (lowering & ODML_LOWER_PLAIN) return n_in == 1 ? plain_entry(lowering, in[0], cargs, ncargs, c) : NULL;
@@ -263,11 +264,10 @@ PyObject *serve_new(Entry *e, PyObject *op, PyObject *xo, PyObject *call_args, P
 
 /* -- a new shape of the first five served at the cache's miss (runtime/calls.py's LOWER_PLAIN) ----------
  *
- * Served where the Python route would do nothing else: move_new has run, since the cache was last emptied, a call of
- * that operator on an array of the same dtype and rank that its plain lowering took (so the array API's checks, which
- * read only those, have passed: `templates`, with its lowering number and the CPU backend's conf); the lowering takes
- * the arguments; and the entry fits as tuned_entry requires. Counted in `plain_served`, which plan_cache_info counts
- * as misses; anything else returns None and takes the Python route, which gives every error. */
+ * Served where the Python route would do nothing else: since the cache was last emptied, move_new has run a call of
+ * that operator on an array of the same dtype and rank that its plain lowering took (the array API's checks read only
+ * those: `templates`, with the lowering number and the CPU backend's conf); the lowering takes the arguments; the
+ * entry fits as tuned_entry requires. Counted in `plain_served` (plan_cache_info's misses); anything else is None. */
 #define MAX_TEMPLATES 64
 static struct { int64_t op; int type, rank, lowering; } templates[MAX_TEMPLATES];
 static int n_templates;
@@ -315,11 +315,8 @@ PyObject *numpy_plain(PyObject *const *args, Py_ssize_t nargs, PyArrayObject *x,
     return out;
 }
 
-/* call_cache_move_new on NumPy arrays (runtime/calls.py's move_new; `lowering` its ODML_LOWER_* number with the
- * operator's element types): the passes packed, new outputs, the passes run and recorded. None, nothing run,
- * wherever the Python route must run the call: the lowering declines (anything but a valid call in its simple
- * forms), an output cannot be allocated (the Python route raises the error naming it), an input changed while the
- * outputs were allocated. */
+/* call_cache_move_new on NumPy arrays (runtime/calls.py's move_new): the call lowered, run and recorded; None,
+ * nothing run, where the lowering declines (serve_new's Nones too). */
 static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
     (void)nargs;
     int64_t lowering, gen, c[5];
@@ -339,9 +336,8 @@ static PyObject *move_new(PyObject *const *args, Py_ssize_t nargs) {
     return result;
 }
 
-/* move_lowering(lowering, x, args, conf) -> (shapes, dtype, ((fill, src, dst, params, threads), ...)) or None:
- * what call_cache_move_new would run for x, nothing run (for tests: the passes against the Python route's; a tuned
- * pass's params its kernel's parameter block, as CpuBackend's runner packs it). */
+/* move_lowering(lowering, x, args, conf) -> (shapes, dtype, ((fill, src, dst, params, threads), ...)) or None: what
+ * call_cache_move_new would run for x, nothing run (tests; a tuned pass's params: its kernel's block). */
 static PyObject *move_lowering(PyObject *const *args) {
     int64_t lowering, c[5];
     PyArrayObject *in[MAX_MOVE_IO];
@@ -370,9 +366,9 @@ static PyObject *move_lowering(PyObject *const *args) {
 
 /* -- New shapes of the family on CUDA memory: PyTorch CUDA tensors and CuPy arrays ---------------------- */
 
-/* Input i of c from n sizes and byte strides (es bytes an element, DataType `type`), as planner.array_layout
- * reads them: -1 where a stride is not a whole number of elements along an axis of more than one element
- * (the Python route packs such an input first and records nothing), or a reach passes 2^58 bytes. */
+/* Input i of c from n sizes and byte strides (DataType `type`) as planner.array_layout reads them: -1 where a stride
+ * of an axis of more than one element is not whole elements (the route packs the input first), or a reach passes
+ * 2^58 bytes. */
 static int cuda_input(CudaInputs *c, int i, int64_t type, int n, const int64_t *shape, const int64_t *bstrides,
                              uint64_t data) {
     odml_layout L;
@@ -397,9 +393,8 @@ static int cuda_input(CudaInputs *c, int i, int64_t type, int n, const int64_t *
     return 0;
 }
 
-/* The launches (newshape.h's odml_move_cuda) of the program g lowered for c, its outputs at dsts, for
- * steps.py's settings (c_settings()'s tuple): their count, or -1 where the Python route must run the call
- * (an input's data not a multiple of its element size: the route raises; a setting C does not mirror). */
+/* odml_move_cuda's launches of program g lowered for c, its outputs at dsts, for steps.py's settings (c_settings()'s
+ * tuple): their count, or -1 (an input's data not whole elements: the route raises; a setting C does not mirror). */
 static int cuda_launches(const odml_move_prog *g, const CudaInputs *c, const uint64_t *dsts, PyObject *settings,
                          odml_move_launch *L) {
     odml_move_cuda_conf conf;
@@ -421,10 +416,9 @@ PyObject *conf_item(PyObject *conf, Py_ssize_t i) {
     return PyCallable_Check(v) ? PyObject_CallNoArgs(v) : Py_NewRef(v);
 }
 
-/* The family's lowering and launches for cuda_new (`how` a FamilyNew): its move program (odml_move_lower) and the
- * launches steps.move_steps plans; for the first five (a plain lowering, ODML_LOWER_PLAIN | ...), odml_move_plain's
- * plan of the one input, held in `pl`, and its one launch odml_new_cuda's (runtime/cuda/tuned.py's launch_spec),
- * no launch settings read. */
+/* The family's lowering and launches for cuda_new: its move program (odml_move_lower) and steps.move_steps'
+ * launches; for the first five (ODML_LOWER_PLAIN), odml_move_plain's plan in `pl` and odml_new_cuda's one launch
+ * (runtime/cuda/tuned.py's launch_spec), no settings read. */
 typedef struct {
     CudaNew base;
     int lowering;
@@ -469,19 +463,15 @@ static int family_plan(CudaNew *how, const odml_move_prog *g, const CudaInputs *
     return nl;
 }
 
-/* PyTorch's dtype of DataType value t (x's when given, t its type), held once read; NULL, no exception
- * left, where it cannot be read. */
+/* PyTorch's dtype of DataType value t (`given`, where not NULL, is it), held once read; NULL, no exception left,
+ * where it cannot be read. */
 static PyObject *torch_dtypes[12];
 
 static PyObject *torch_dtype_of(int64_t t, PyObject *given) {
     if (!torch_dtypes[t] && given) {
         torch_dtypes[t] = Py_NewRef(given);
     } else if (!torch_dtypes[t]) {
-        PyObject *name = PyUnicode_FromString("torch");
-        PyObject *torch = name ? PyImport_GetModule(name) : NULL;
-        PyObject *dtype = torch ? PyObject_GetAttrString(torch, type_name[t]) : NULL;
-        Py_XDECREF(torch);
-        Py_XDECREF(name);
+        PyObject *dtype = module_attr("torch", type_name[t]);
         if (dtype && odml_move_dtype_type(dtype) == t) torch_dtypes[t] = dtype;
         else Py_XDECREF(dtype);
         if (PyErr_Occurred()) drop_error();
@@ -498,8 +488,8 @@ int64_t torch_type(PyObject *dtype) {
     return t;
 }
 
-/* Input i of c from its words in key k at `at` (cuda_move_key's: torch_key's dtype, then put_layout's rank, sizes,
- * element strides; cupy_key's type number, item size, then rank, sizes, byte strides) and its data pointer. */
+/* Input i of c from its key words w (torch_key's dtype, then put_layout's rank, sizes, element strides; cupy_key's
+ * type number, item size, then rank, sizes, byte strides) and its data pointer. */
 static int cuda_input_keyed(CudaInputs *c, int i, int torch, const int64_t *w, uint64_t data) {
     int64_t type, bstrides[MAX_RANK];
     if (torch) {
@@ -525,10 +515,9 @@ static int cuda_input_keyed(CudaInputs *c, int i, int torch, const int64_t *w, u
     return cuda_input(c, i, type, n, w + 1, bstrides, data);
 }
 
-/* The entry of the launches L[0..n) with the outputs at dsts, as cuda_entry_launch reads it, made in *e with its
- * outputs and passes in outs and passes (not a Python object: it borrows shapes, dtypes and L's parameter blocks), so
- * that the call's launches go before the entry it stores is made (entry_of, while a checked call's kernels run).
- * PASS_MOVE passes hold no Launch: a failed launch is retried through call_cache_cuda_retry. */
+/* The entry of the launches L[0..n), outputs at dsts, as cuda_entry_launch reads it, in *e, outs and passes (not a
+ * Python object: it borrows shapes, dtypes and L's blocks), so that the launches go before the stored entry is made
+ * (entry_of, while a checked call's kernels run). No Launch: a failed launch goes to call_cache_cuda_retry. */
 static void cuda_image(Entry *e, Out *outs, Pass *passes, int torch, const odml_move_prog *g, const CudaInputs *c,
                        const odml_move_launch *L, int n, const uint64_t *fn, PyObject **shapes, PyObject **dtypes,
                        const uint64_t *dsts, int64_t device, unsigned checked, int n_all, const int *aux) {
@@ -610,10 +599,9 @@ static Entry *entry_of(const Entry *img) {
     return e;
 }
 
-/* Output i of cuda_new (an owner table, zero: `dims` zeroed int32 words) of DataType t from the framework's
- * allocator beside in0, its shape, dtype and address in shapes, dtypes and dsts: 0; 1 where the Python route must
- * run the call (an address that is not whole elements: the route places the output or raises); -1 with an
- * exception, or *result the allocator's answer (its error, out of memory: the route raises it). */
+/* Output i of cuda_new (zero: an owner table of `dims` zeroed int32 words) of DataType t from the allocator beside
+ * in0, its shape, dtype and address in shapes, dtypes and dsts: 0; 1 where the Python route must run the call (an
+ * address not whole elements); -1 with an exception, or with *result allocation_failed's answer. */
 static int cuda_output(int torch, PyObject *in0, int64_t t, int rank, const int64_t *dims, int zero, int i,
                        PyObject **shapes, PyObject **dtypes, PyObject **outs, uint64_t *dsts, PyObject **result) {
     Out o = {.shape = shapes[i] = odml_ints_tuple(dims, rank), .zero = zero};
@@ -632,11 +620,10 @@ static int cuda_output(int torch, PyObject *in0, int64_t t, int rank, const int6
 }
 
 /* Kernel `name`'s function in `table` (a device's compiled functions; NULL: none yet) in *fn: 0; 1 where the table
- * lacks it (*result its name: the caller compiles it and calls again; NULL with an exception where even that fails);
- * -1 with an exception. */
+ * lacks it (*result its name, for the caller to compile; NULL with an exception); -1 with an exception. */
 static int kernel_function(PyObject *table, const char *name, uint64_t *fn, PyObject **result) {
-    /* the names looked up as str objects held here, by a hash of their bytes (a process launches a few dozen
-     * kernels): not a str made, hashed and dropped at each launch */
+    /* the names' str objects held by a hash of their bytes (a process launches a few dozen kernels): not a str
+     * made, hashed and dropped at each launch */
     static struct { char name[sizeof ((odml_move_launch *)0)->name]; PyObject *str; } held[64];
     uint64_t h = 0xcbf29ce484222325ull;
     size_t len = 0;
@@ -663,18 +650,15 @@ static int kernel_function(PyObject *table, const char *name, uint64_t *fn, PyOb
     return PyErr_Occurred() ? -1 : 0;
 }
 
-/* A never-seen shape on PyTorch CUDA tensors (torch 1) or CuPy arrays (torch 0) of a call whose inputs are xo (an
- * array, or a list or tuple of them), its other arguments call_args, made on the settings of generation `gen`; `how`
- * lowers it (its outputs in g) and plans its launches (L) for the outputs' addresses; conf what the caller's
- * cuda_conf() gave: (kernels, ...), kernels launch.new_kernels()'s {device: {name: CUfunction}}, the rest for `how`
- * (the family's: steps.c_settings or its tuple, which the first five's one tuned launch does not read).
- * The inputs read once, through the call's key (cuda_move_key: one snapshot of each), lowered in C, the outputs from
- * the framework's allocator, the inputs read again (inputs_still_keyed), the launches queued on its current stream,
- * and then, while they run, the call recorded as put_move_cuda records it (where the cache is on and still in `gen`),
- * so the next such call is a hit of cuda_move. Returns the output(s); None, nothing run, wherever the Python route
- * must run the call (what cuda_move leaves to it, no key, a lowering or launch plan declined, a device not current, an
- * output the allocator refuses or an input changed meanwhile); or the name of a kernel `kernels` lacks for the device
- * (nothing run: compile it and call again). */
+/* A never-seen shape on PyTorch CUDA tensors (torch 1) or CuPy arrays (0): inputs xo (an array, or a list or tuple),
+ * other arguments call_args, settings of generation `gen`; `how` lowers it (outputs in g) and plans its launches (L)
+ * for the outputs' addresses; conf is cuda_conf()'s (kernels, ...), kernels launch.new_kernels()'s {device: {name:
+ * CUfunction}}, the rest for `how`. The inputs read once, through the key (one snapshot of each), lowered, the
+ * outputs allocated, the inputs read again (inputs_still_keyed), the launches queued on the current stream and, while
+ * they run, the call recorded as put_move_cuda records it (the cache on and still in `gen`). Returns the output(s);
+ * None, nothing run, wherever the Python route must run the call (no key, a lowering or plan declined, a device not
+ * current, an output refused, an input changed meanwhile); or the name of a kernel missing for the device (nothing
+ * run: compile it and call again). */
 PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *gen_o, int torch, PyObject *conf,
                    CudaNew *how) {
     PyObject *in[MAX_MOVE_IO], *outs[MAX_MOVE_IO] = {NULL}, *shapes[MAX_MOVE_IO] = {NULL};
@@ -701,8 +685,8 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     c.n = n;
     for (int i = 0; i < n; i++)
         if (cuda_input_keyed(&c, i, torch, k.w + at[i], ptr[i]) < 0) goto route;
-    /* the program and its launches (58 and 46 KiB) held here (the GIL held), malloc'd only by a call made while
-     * another uses them (Python code run by an allocation) */
+    /* the program and its launches (58 and 46 KiB) held here, malloc'd only by a call made while another uses
+     * them (Python code run by an allocation) */
     static odml_move_prog held_g;
     static odml_move_launch held_L[ODML_MOVE_PROG_MAX_PASSES];
     static int held;
@@ -715,8 +699,7 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     }
     if (how->lower(how, &c, cargs, ncargs, g) || g->n_out > MAX_MOVE_IO) goto route;
     if (!cuda_device_is(torch, device)) goto route;
-    /* the device's table of compiled functions (launch.new_kernels()[device]), held: an allocation may run Python
-     * code that replaces it */
+    /* the device's compiled functions, held: an allocation may run Python code that replaces the table */
     PyObject *dev = PyLong_FromLongLong(device);
     table_of = Py_XNewRef(dev ? PyDict_GetItemWithError(PyTuple_GET_ITEM(conf, 0), dev) : NULL);
     Py_XDECREF(dev);
@@ -744,8 +727,7 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     if (!inputs_still_keyed(&k, at, torch, in, n, ptr)) goto route;
     if (cuda_stream(torch, device, &stream) < 0) goto done;
     {
-        /* the launches from the entry's image; the entry made while they run, and a checked call's wait last (below
-         * done), this call's host work done meanwhile */
+        /* the launches from the entry's image; the entry made while they run, a checked call's wait last (done) */
         Entry img;
         Out img_outs[MAX_MOVE_IO];
         Pass img_passes[ODML_MOVE_PROG_MAX_PASSES];
@@ -758,8 +740,8 @@ PyObject *cuda_new(PyObject *op, PyObject *xo, PyObject *call_args, PyObject *ge
     }
     int fits = 1;                                   /* (put_move_cuda records no origin past its address) */
     for (int i = 0; i < n; i++) fits &= (uint64_t)c.origin[i] <= ptr[i];
-    /* (a key with an entry: a repeat whose served run the route was sent on by its check, or another thread's
-     * call; that entry kept, so that an index out of range below drops only this call's) */
+    /* (a checked key with an entry, another thread's or one whose check sent a repeat to the route: that entry
+     * kept, so that an index out of range below drops only this call's) */
     if (fits && enabled && (unsigned long long)gen == generation && (stored = e->checked ? store_new(&k, e) : store(&k, e)) < 0)
         goto done;
     result = take_outputs(outs, g->n_out, g->multi);
@@ -783,8 +765,7 @@ done:
     else PyMem_Free(g);
     if (L != held_L) PyMem_Free(L);
     if (wait.slot >= 0 && cuda_entry_wait(stream, &wait, 0)) {
-        /* a checked index out of range: the route raises its error; this call's entry dropped, not one another
-         * thread stored under the key meanwhile */
+        /* a checked index out of range: the route raises; this call's entry dropped, not another thread's */
         if (mine) unstore(&k, mine);
         Py_XSETREF(result, PyErr_Occurred() ? NULL : Py_NewRef(Py_None));
     }
@@ -793,9 +774,9 @@ done:
 }
 
 
-/* The n_in NumPy arrays `in` described as CUDA inputs lying at the device addresses of the tuple dp (the
- * planners' test entries, cuda_move_steps and cuda_index_steps: no GPU needed); -1, no exception left, where
- * one is byte-swapped, of no rank or too many, or dp's address is not an exact int or not whole elements. */
+/* The n_in NumPy arrays `in` as CUDA inputs at the device addresses of tuple dp (cuda_move_steps and
+ * cuda_index_steps); -1, no exception left, where one is byte-swapped, of no rank or too many, cuda_input refuses it
+ * or its address is not an exact int. */
 int numpy_cuda_inputs(PyArrayObject *const *in, int n_in, PyObject *dp, CudaInputs *c) {
     c->n = n_in;
     for (int i = 0; i < n_in; i++) {
@@ -811,10 +792,9 @@ int numpy_cuda_inputs(PyArrayObject *const *in, int n_in, PyObject *dp, CudaInpu
     return 0;
 }
 
-/* cuda_move_steps(lowering, x, args, data_ptrs, dst_ptrs, settings) -> (shapes, ((name, params, grid,
- * shared_mem, src, dst), ...)) or None: the launches call_cache_move_new would make for NumPy array(s) x
- * (their layouts and DataTypes) lying at device addresses data_ptrs with the outputs at dst_ptrs, nothing
- * launched (for tests: against steps.py's move_steps, no GPU needed). */
+/* cuda_move_steps(lowering, x, args, data_ptrs, dst_ptrs, settings) -> (shapes, ((name, params, grid, shared_mem,
+ * src, dst), ...)) or None: the launches call_cache_move_new would make for NumPy array(s) x at device addresses
+ * data_ptrs, the outputs at dst_ptrs, nothing launched (tests: against steps.py's move_steps, no GPU needed). */
 static PyObject *cuda_move_steps(PyObject *const *args) {
     int64_t lowering;
     uint64_t dsts[MAX_MOVE_IO];
@@ -853,10 +833,9 @@ done:
     return result;
 }
 
-/* torch_cpu_new through PyTorch's accessors (torch_api.h), where x is a plain CPU tensor they describe (in): lowered
- * from that description, the output from x.new_empty, the kernel run on the tensors' memory, the entry stored under
- * k. None (nothing run) where the route must take the call: x changed by a finalizer while the output was allocated
- * (read again), a lowering or entry declined. */
+/* torch_cpu_new on x as the accessors described it (in): lowered, the output from tapi->empty, the kernel run on the
+ * tensors' memory, the entry stored under k. None (nothing run) where a lowering or entry declines or x changed while
+ * the output was allocated (read again). */
 static PyObject *torch_cpu_described(PyObject *x, const odml_torch_info *in, int lowering, PyObject *const *cargs,
                                      Py_ssize_t ncargs, const int64_t *c, Key *k, int64_t gen) {
     odml_move_input xi = {.n = in->ndim, .type = torch_type(in->dtype)};
@@ -889,10 +868,9 @@ static PyObject *torch_cpu_described(PyObject *x, const odml_torch_info *in, int
     return result;
 }
 
-/* move_new for one of the first five (a plain lowering) on a plain PyTorch CPU tensor x = args[2] the accessors
- * describe, lowered from that description and recorded under its NumPy view's key (torch_view_key: the entry
- * call_cache_call and call_cache_move serve); NULL, no exception set, where they do not describe it (new_shape
- * takes it through a NumPy view, as every function's). */
+/* move_new for one of the first five on a plain PyTorch CPU tensor x = args[2] the accessors describe, recorded under
+ * its NumPy view's key (torch_view_key); NULL, no exception set, where they do not describe it (new_shape takes it
+ * through a NumPy view). */
 static PyObject *torch_cpu_new(PyObject *const *args) {
     int64_t lowering, gen, c[5];
     Key k;
@@ -909,8 +887,8 @@ static PyObject *torch_cpu_new(PyObject *const *args) {
                                c, &k, gen);
 }
 
-/* call_cache_move_new: new_shape, where on CUDA the inputs are as the function takes them (a list where it takes
- * one array, or one array where it takes a list: the Python route raises the error naming it) */
+/* call_cache_move_new: new_shape, on CUDA only where the inputs are as the function takes them (one array or a list:
+ * else the Python route raises the error naming it) */
 static PyObject *move_new_route(PyObject *const *args, Py_ssize_t nargs) {
     int64_t lowering = 0;
     const int listed = PyList_CheckExact(args[2]) || PyTuple_CheckExact(args[2]);

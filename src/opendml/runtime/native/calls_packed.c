@@ -1,5 +1,4 @@
-/* A call the call cache runs in one C call without an entry of its own (see
- * calls.c and calls.h): Inductor's direct kernel (call_cache_packed). */
+/* Inductor's direct kernel (call_cache_packed): a call the call cache runs in one C call, without an entry. */
 #define NO_IMPORT_ARRAY
 #include "calls.h"
 
@@ -35,12 +34,9 @@ PyObject *odml_py_call_cache_packed(PyObject *self, PyObject *const *args, Py_ss
             Py_ssize_t count = 2;                   /* (2 + the lists made) */
             argv[0] = args[0];
             argv[1] = x;
-            /* Every list is allocated first: an allocation may run a garbage
-             * collection, and a finalizer may change `packed` (empty it, free
-             * its items). The items are copied afterwards, read from packed as
-             * it is then, with no Python code run between the read and the
-             * copy; a length that changed meanwhile leaves the call to the
-             * operator. */
+            /* Every list allocated first (a finalizer run by an allocation may change `packed`), then the items
+             * copied from packed as it is then, no Python code run in between; a length that changed meanwhile
+             * leaves the call to the operator. */
             for (Py_ssize_t j = 0; j < split; j++) {
                 PyObject *list = PyList_New(m);
                 if (!list) break;

@@ -1,12 +1,9 @@
-/* odml_index_cuda (newshape.h, which says the passes it declines): the CUDA launch of one index-driven pass
- * (plan.Gather, plan.Scatter) in C, so that a never-seen shape of an index function on PyTorch CUDA tensors or
- * CuPy arrays is lowered, allocated and launched in one C call (newshape_index.c).
- *
- * It is runtime/cuda/index.py's plan_pass, decision for decision (each function names the one it mirrors), for
- * every mode but "sort": the same kernel names, IndexParams bytes, grid and shared memory (for the pass with the
- * strides no element reaches set to 0), for index.py's settings as its c_settings() passes them (the "owner"
- * mode's two launches share a zeroed table of 32-bit slots the caller allocates).
- * tests/runtime/test_cuda_index_spec.py compares the two on random index calls (no GPU needed). */
+/* odml_index_cuda (newshape.h, which says what it declines): the CUDA launch of one index-driven pass (plan.Gather,
+ * plan.Scatter) in C, for cuda_new's one C call (newshape_index.c). It is runtime/cuda/index.py's plan_pass, decision
+ * for decision (each function names what it mirrors), for every mode but "sort": the same kernel names, IndexParams
+ * bytes (the strides no element reaches set to 0), grid and shared memory for the settings c_settings() passes ("owner"
+ * mode's two launches share a zeroed table the caller allocates); tests/runtime/test_cuda_index_spec.py compares them
+ * on random index calls. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>

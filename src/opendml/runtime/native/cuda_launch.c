@@ -1,19 +1,11 @@
-/* cuda_launch(function, grid, block, shared_mem, stream, src, dst, params):
- * one cuLaunchKernel call for opendml's CUDA kernels, whose three arguments
- * are always (source pointer, destination pointer, parameter block BY VALUE:
- * runtime/cuda/launch.py says why). `params` is the HOST address of the
- * parameter structure (a params.h struct, owned by launch.py's Launch).
- *
- * Owns only this: the CUDA backend (runtime/cuda) builds and caches
- * everything else (compiled function, parameter structure, grid) and
- * calls this on the hot path, because a launch through ctypes costs about
- * 8 us of argument conversion and this one a fraction of a microsecond. The
- * driver library is opened on first use with dlopen, so the extension needs
- * no CUDA to build or import; without a driver the call raises ImportError
- * and the backend keeps its ctypes launch. Returns the CUresult (0: queued).
- * Lives in the CPU extension only because that is opendml's one C extension.
- * odml_cuda_launch (common.h) is the same launch for the call cache (calls.c).
- */
+/* cuda_launch(function, grid, block, shared_mem, stream, src, dst, params): one cuLaunchKernel call for opendml's
+ * CUDA kernels, whose three arguments are always (source pointer, destination pointer, parameter block BY VALUE:
+ * runtime/cuda/launch.py says why); `params` is the HOST address of the params.h struct launch.py's Launch owns.
+ * The CUDA backend builds and caches everything else and calls this on the hot path: a launch through ctypes costs
+ * about 8 us of argument conversion, this one a fraction of a microsecond. The driver is opened on first use
+ * (dlopen), so the extension needs no CUDA to build or import; without a driver the call raises ImportError and the
+ * backend keeps its ctypes launch. Returns the CUresult (0: queued). In the CPU extension, opendml's one C extension.
+ * odml_cuda_launch (common.h) is the same launch for the call cache (calls.c). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -128,21 +120,18 @@ PyObject *odml_py_cuda_launch(PyObject *self, PyObject *const *args, Py_ssize_t 
 
 /* -- The index check's flags (index.cu's ix_axis.flag) ----------------------------------------------------
  *
- * A checked index call served from C (the call cache's CUDA entries, calls_move.c; its never-seen shapes,
- * calls_move_new.c) takes one slot of host-mapped pinned memory (cuMemHostAlloc, PORTABLE | DEVICEMAP: every
- * context maps it, at the host address on a UVA system): two 4-byte words, its flag and its done word, both
- * zeroed. Its kernels get the flag's address in each checked axis's parameters and set it to 1 where they
- * meet an index outside its dimension; its last checked launch also gets the done word's address and a
- * 32-bit counter of the slot in device memory (ix_finish: the grid's last block sets the done word once
- * every block has checked). The host waits for the done word (a spin of at most CHECK_SPIN_NS, the GIL
- * released), else for the stream, and reads the flag: the done word reaches the host about 2.5 us before the
- * stream's completion does on an H200 (a one-block launch and wait: 7.9 us against 10.2 with
- * cuStreamSynchronize). Each call holds its own slot (CHECK_SLOTS of them, taken by compare-and-swap, far
- * more than threads can hold at once), so calls on several threads, streams and devices never share one; the
- * counters are per context (the stream's), allocated at its first checked call. Where anything is missing
- * (no driver, no current context, the stream being captured into a CUDA graph, a failed driver call, every
- * slot held) the call is declined and the Python route checks the indices; where only the counters are
- * missing the call waits for its stream. */
+ * A checked index call served from C (calls_move.c's CUDA entries, calls_move_new.c's new shapes) takes one slot of
+ * host-mapped pinned memory (cuMemHostAlloc, PORTABLE | DEVICEMAP: every context maps it, at the host address on a
+ * UVA system): two zeroed 4-byte words, its flag and its done word. Its kernels get the flag's address in each
+ * checked axis and set it to 1 at an index outside its dimension; its last checked launch also gets the done word's
+ * address and the slot's 32-bit device counter (ix_finish: the grid's last block sets the done word once every
+ * block has checked). The host spins on the done word (at most CHECK_SPIN_NS, the GIL released), else waits for the
+ * stream, and reads the flag: on an H200 the done word arrives about 2.5 us before the stream's completion (a
+ * one-block launch and wait: 7.9 us against 10.2 with cuStreamSynchronize). Each call holds its own slot (taken by
+ * compare-and-swap; CHECK_SLOTS, far more than threads can hold), so threads, streams and devices never share one;
+ * the counters are per context, allocated at its first checked call. Where anything is missing (no driver or
+ * context, the stream capturing into a CUDA graph, a failed driver call, every slot held) the call is declined and
+ * the Python route checks the indices; without only the counters the call waits for its stream. */
 #define CHECK_SLOTS 4096
 #define CHECK_CONTEXTS 64
 #define CHECK_SPIN_NS 100000
@@ -156,17 +145,15 @@ static int check_n_ctx;
 static long long check_waits[2];            /* check_end's waits ended by the done word, by the stream */
 static int check_ctx_busy;                  /* a thread is making a context's counters (the GIL released) */
 
-/* This thread's stream capture mode set to RELAXED (2) for the one-time allocations below, so that they do
- * not invalidate another thread's capture in the global mode (PyTorch's default for torch.cuda.graph), and
- * back: *mode the previous one; 1 where it was exchanged. */
+/* This thread's capture mode set to RELAXED (2) for the one-time allocations below, so that they do not invalidate
+ * another thread's capture in the global mode (torch.cuda.graph's default): *mode the previous one; 1 if exchanged. */
 static int relaxed(int *mode) {
     *mode = 2;
     return cu_capture_mode && cu_capture_mode(mode) == 0;
 }
 
-/* The slots' counters in the context of `stream` (CHECK_SLOTS zeroed 32-bit words, allocated once per
- * context, never freed): their device address, or 0 where they cannot be had. Called with the GIL held; it
- * releases it for its one stream wait (check_ctx_busy keeps a second thread from making them meanwhile). */
+/* The slots' counters in `stream`'s context (CHECK_SLOTS zeroed 32-bit words, made once per context, never freed):
+ * their device address, or 0. The GIL is released for the one stream wait (check_ctx_busy: one maker at a time). */
 static uint64_t check_counts(uint64_t stream) {
     void *ctx = NULL, *popped = NULL;
     unsigned long long id = 0;
@@ -181,9 +168,8 @@ static uint64_t check_counts(uint64_t stream) {
     check_ctx_busy = 1;
     int mode;
     const int exchanged = relaxed(&mode);
-    /* zeroed on the call's own stream (no context-wide synchronisation, which would break another stream's
-     * graph capture) and waited for, the GIL released (a host function queued on the stream may need it),
-     * before any launch can read them */
+    /* zeroed on the call's own stream (a context-wide synchronisation would break another stream's capture) and
+     * waited for, the GIL released (a host function queued on the stream may need it), before any launch reads them */
     int bad = cu_mem_alloc(&counts, sizeof(uint32_t) * CHECK_SLOTS) != 0
               || cu_memset32(counts, 0, CHECK_SLOTS, (void *)(uintptr_t)stream) != 0;
     if (!bad) {

@@ -1,13 +1,9 @@
-/* odml_move_cuda (newshape.h): the CUDA launches of the data-movement family's move program (a Copy/Fill program
- * odml_move_lower gives), in C, so that a never-seen shape on PyTorch CUDA tensors or CuPy arrays is
- * lowered, allocated and launched in one C call (calls_move_new.c).
- *
- * It is runtime/cuda/steps.py's move_steps, decision for decision (each function names the one it mirrors; strided
- * copies through cuda_spec.c's copy launch): the same kernel names, parameter bytes, grids and shared memory, for
- * steps.py's settings as its c_settings() passes them. tests/runtime/test_cuda_move_spec.py compares the two on
- * random family calls, layouts, dtypes, pointer alignments and settings (no GPU needed). Where a grid would reach
- * 2^31 blocks, a product leave 64 bits or a rank pass the parameter block's, -1: the Python route then plans the
- * call. */
+/* odml_move_cuda (newshape.h): the CUDA launches of odml_move_lower's Copy/Fill program in C, for cuda_new's one C
+ * call (calls_move_new.c). It is runtime/cuda/steps.py's move_steps, decision for decision (each function names what
+ * it mirrors; strided copies through cuda_spec.c's copy launch): the same kernel names, parameter bytes, grids and
+ * shared memory for the settings c_settings() passes; tests/runtime/test_cuda_move_spec.py compares them on random
+ * calls, layouts, dtypes, alignments and settings. -1 where a grid would reach 2^31 blocks, a product leave 64 bits
+ * or a rank pass the parameter block's: the Python route plans the call. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>

@@ -1,11 +1,8 @@
-/* odml_new_cuda (newshape.h): the CUDA launch of a new shape's plan, in C, so that a PyTorch CUDA tensor
- * of a never-seen shape is planned, allocated and launched in one C call (calls_move_new.c, cuda_new).
- *
- * It is runtime/cuda/tuned.py's launch_spec for the plan the operator lowers, decision for decision (each section
- * names the functions it mirrors): the same kernel names, parameter bytes, grids and shared memory.
- * tests/runtime/test_cuda_spec.py compares the two on random plans, layouts and pointer alignments (no GPU needed:
- * nothing here touches a device). Where a value would leave 64 bits or a grid reach 2^31 blocks, -1: the Python route
- * then runs the call. */
+/* odml_new_cuda (newshape.h): the CUDA launch of a new shape's plan in C, for cuda_new's one C call
+ * (calls_move_new.c). It is runtime/cuda/tuned.py's launch_spec, decision for decision (each section names what it
+ * mirrors): the same kernel names, parameter bytes, grids and shared memory; tests/runtime/test_cuda_spec.py compares
+ * them on random plans, layouts and pointer alignments (no device touched). -1 where a value would leave 64 bits or a
+ * grid reach 2^31 blocks: the Python route runs the call. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>

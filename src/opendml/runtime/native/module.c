@@ -1,14 +1,11 @@
-/* The Python module opendml.runtime.cpu._native: argument parsing, the GIL and errors around the kernels (common.h),
- * plus the Block type and cache functions of blocks.c and the call cache of calls.c. Owns the method table and
- * nothing else.
+/* The Python module opendml.runtime.cpu._native: the method table, and argument parsing, the GIL and errors around
+ * the kernels (common.h); blocks.c's Block type and the call cache (calls.c) are the glue's.
  *
- * Python validates and lowers every operator; a kernel call only executes a plan already known to stay inside the
- * bound ranges. Each kernel function takes the destination and source addresses (element 0 of the bound ranges), the
- * bytes of its parameter struct from runtime/params.h (filled through the ctypes mirrors of runtime/params.py; the
- * length must be the struct's size) and a thread count, and runs with the GIL released.
- *
- * The kernels need only Python.h; the call cache (calls.c) uses NumPy's headers where the build has them. The
- * extension is optional: the CPU backend runs the same plans through NumPy where it is absent. */
+ * Python validates and lowers every operator; a kernel only executes a plan known to stay inside the bound ranges.
+ * Each kernel function takes the destination and source addresses (element 0 of the bound ranges), the bytes of its
+ * params.h struct (runtime/params.py's ctypes mirrors; exactly the struct's size) and a thread count, and runs with
+ * the GIL released. The kernels need only Python.h; the call cache uses NumPy's headers where the build has them.
+ * The extension is optional: the CPU backend runs the same plans through NumPy without it. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -20,8 +17,7 @@
 #include "cpu/move.h"
 #include "newshape.h"
 
-/* Parse (dst, src, params, threads) with params exactly `size` bytes, copied
- * into `out` (the bytes object need not be aligned for the struct). */
+/* Parse (dst, src, params, threads), params exactly `size` bytes copied into `out` (bytes need not be aligned). */
 static int parse(PyObject *args, const char *name, void *out, size_t size, char **dst, const char **src,
                  int *threads) {
     unsigned long long d, s;

@@ -1,14 +1,13 @@
 /* move_params: one pass of the family's move program (plan.Copy or plan.Fill) in its canonical form, packed as
  * odml_cpu_move_params (move.h): what CpuBackend._native_move_pass builds in Python (canonical_move_pass, then
- * MoveParams), in one C call, on the path of every never-seen shape of a family operator: the same canonical form and
- * bytes (tests/runtime/test_cpu_move.py compares them on random passes).
+ * MoveParams), in one C call on every never-seen shape of a family operator (tests/runtime/test_cpu_move.py compares
+ * the bytes on random passes).
  *
  * move_params(fill, src_type, dst_type, src_offset, dst_offset, sizes, src_strides, dst_strides, maps, scale_bias,
  * fill_bits) -> bytes, or None (the Python route builds it; see odml_move_pack): fill 1 for a Fill (src_type,
  * src_offset, src_strides, maps and scale_bias unused: 0, 0, None, None, None), 0 for a Copy; sizes, src_strides,
- * dst_strides tuples of one exact int per dimension; maps None or a tuple of None or (mode, shift, size)
- * (plan.AxisMap's fields) per dimension; scale_bias None or a tuple of two exact floats; fill_bits an int in [0,
- * 2^64). Reads only exact ints and floats: no Python code runs. */
+ * dst_strides tuples of one exact int per dimension; maps None or a tuple of None or plan.AxisMap's (mode, shift,
+ * size) per dimension; scale_bias None or two exact floats; fill_bits an int in [0, 2^64). No Python code runs. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>

@@ -1,11 +1,8 @@
-/* New shapes: a call on a shape never seen before lowers and packs its plan on every call, so this
- * arithmetic is in C: the plan of a layout (odml_new_plan_make, newshape.h), the CPU kernels' parameters
- * (odml_new_cpu), a CopyPlan's canonical form (odml_copy_pack), and the Python functions copy_params, cuda_spec (the
- * CUDA launch of cuda_spec.c, for tests) and slice_lowering, slice1_lowering, slice_grad_lowering, unfold_lowering
- * and fold_lowering (the C copies of the operators' plain_lowering, which the new-shape route runs; see the
- * end of this file). newshape_move.c's odml_move_plain makes them the move program's tuned pass, which calls_move_new.c
- * runs on NumPy arrays, PyTorch tensors and CuPy arrays. No rule of DirectML is checked
- * here: the plans come from validated descriptions. */
+/* New shapes: a never-seen shape lowers and packs its plan, so this arithmetic is in C: the plan of a layout
+ * (odml_new_plan_make, newshape.h), the CPU kernels' parameters (odml_new_cpu), a CopyPlan's canonical form
+ * (odml_copy_pack), and the Python functions copy_params, cuda_spec (cuda_spec.c's launch, for tests) and
+ * NAME_lowering (the operators' plain_lowering in C; the end of this file). newshape_move.c's odml_move_plain makes
+ * them the move program's tuned pass. No DirectML rule is checked here: the plans come from validated descriptions. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdarg.h>
@@ -41,11 +38,11 @@ static int plan_out(odml_new_plan *pl, int n, const int64_t *sizes, int64_t *str
     return 0;
 }
 
-/* The plan (es, n sizes sz, in_off, in strides is, out_off, out strides os) in its canonical form packed into *p,
- * the bytes of runtime/params.py's CopyParams for plan.CopyPlan(...).canonical() (CpuBackend._native_copy's Python
- * route; tests/test_newshape_plain.py compares them). 0, or -1 where a count overflows (the Python route packs it).
- * copy_params(element_size, sizes, in_offset, in_strides, out_offset, out_strides) -> those bytes, or None also for
- * arguments not tuples of one length (up to ODML_MAX_RANK) of ints in 64 bits. */
+/* The plan (es, n sizes sz, in_off, in strides is, out_off, out strides os) in its canonical form packed into *p:
+ * runtime/params.py's CopyParams for plan.CopyPlan(...).canonical() (CpuBackend._native_copy's Python route;
+ * tests/test_newshape_plain.py compares them). 0, or -1 where a count overflows (the Python route packs it).
+ * copy_params(element_size, sizes, in_offset, in_strides, out_offset, out_strides) -> those bytes, or None (also for
+ * arguments not tuples of one length, up to ODML_MAX_RANK, of ints in 64 bits). */
 int odml_copy_pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, const int64_t *is, int64_t out_off,
                    const int64_t *os, odml_copy_params *p) {
     /* dims[k] = (size, in stride, out stride), size-1 dimensions dropped, in order */
@@ -116,10 +113,10 @@ PyObject *odml_py_copy_params(PyObject *self, PyObject *const *args, Py_ssize_t 
 
 /* -- the plan of a layout (newshape.h) --------------------------------------------------------------- */
 
-/* Each mirrors its operator's lower() on a layout (ops/slice.py and ops/slice1.py SliceOperatorDesc.lower and
- * Slice1OperatorDesc.lower: plan_copy; ops/unfold.py UnfoldOperatorDesc.lower: plan_unfold; ops/slice_grad.py
- * SliceGradOperatorDesc.lower: plan_scatter), from a plain lowering's fields; tests/test_newshape_plain.py runs each
- * route against the one through descriptions and plans (same bytes, same call-cache record). */
+/* Each mirrors its operator's lower() on a layout from a plain lowering's fields (ops/slice.py and ops/slice1.py
+ * SliceOperatorDesc.lower and Slice1OperatorDesc.lower: plan_copy; ops/unfold.py UnfoldOperatorDesc.lower:
+ * plan_unfold; ops/slice_grad.py SliceGradOperatorDesc.lower: plan_scatter); tests/test_newshape_plain.py compares
+ * each with the route through descriptions (same bytes, same call-cache record). */
 static int plan_copy(const odml_layout *L, PyObject *const *f, odml_new_plan *pl) {
     const int n = L->n;
     int64_t sz[ODML_MAX_RANK], c[ODML_MAX_RANK], w[ODML_MAX_RANK], is[ODML_MAX_RANK], os[ODML_MAX_RANK];
@@ -127,8 +124,7 @@ static int plan_copy(const odml_layout *L, PyObject *const *f, odml_new_plan *pl
     int64_t in_off = pl->origin, v, last;
     for (int i = 0; i < n; i++) {
         const int64_t t = L->strides[i];
-        /* every element read inside the input: the fields were checked against the shape the lowering saw, which
-         * another thread may have changed since (x.resize_, x.shape = ...) */
+        /* every element read inside the input: another thread may have changed the shape the lowering saw */
         if (sz[i] < 1 || c[i] < 0 || c[i] >= L->shape[i] || __builtin_mul_overflow(w[i], sz[i] - 1, &last)
                 || __builtin_add_overflow(c[i], last, &last) || last < 0 || last >= L->shape[i]) return -1;
         if (__builtin_mul_overflow(c[i], t, &v) || __builtin_add_overflow(in_off, v, &in_off)
@@ -137,8 +133,8 @@ static int plan_copy(const odml_layout *L, PyObject *const *f, odml_new_plan *pl
     return plan_out(pl, n, sz, os) || odml_copy_pack(L->es, n, sz, in_off, is, 0, os, &pl->copy) ? -1 : 0;
 }
 
-/* The five window fields f[0..5) (window, strides, dilations, start padding, blocks) of d axes into dim[], each
- * beside its axis's size and image stride; the windows' product in *k, the blocks' in *blocks. */
+/* The five window fields f[0..5) (window, strides, dilations, start padding, blocks) of d axes into dim[] beside each
+ * axis's size and image stride; the windows' product in *k, the blocks' in *blocks. */
 static int window_dims(PyObject *const *f, int d, const int64_t *size, const int64_t *image_stride,
                        odml_window_dim *dim, int64_t *k, int64_t *blocks) {
     int64_t v[5][ODML_MAX_SPATIAL];
@@ -378,13 +374,10 @@ int odml_new_cpu(const odml_new_plan *pl, int64_t tile_stride, int64_t tile_colu
 }
 
 /* cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr, floating=False) -> (kernel name, params bytes,
- * grid, shared_mem, origin), or None
- *
- * The CUDA launch of a new shape's plan (odml_new_cuda) on an input of `shape` with signed element `strides` whose
- * lowest-addressed element is at device address src_ptr, into a packed output at dst_ptr: what
- * runtime/cuda/tuned.py's launch_spec gives for the plan the operator lowers for that layout (tests compare the
- * two). kind: 0 copy, 1 unfold, 2 scatter, 3 fold; fields: a plain lowering's; floating: the element type is a
- * floating-point one (FOLD's sums). No device is touched. */
+ * grid, shared_mem, origin), or None: odml_new_cuda's launch on an input of `shape` with signed element `strides`,
+ * its lowest-addressed element at device address src_ptr, into a packed output at dst_ptr (tests compare it with
+ * runtime/cuda/tuned.py's launch_spec). kind: 0 copy, 1 unfold, 2 scatter, 3 fold; fields: a plain lowering's;
+ * floating: a floating-point element type (FOLD's sums). No device is touched. */
 PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (odml_arity("cuda_spec(kind, itemsize, shape, strides, fields, src_ptr, dst_ptr, floating=False)", nargs, 7,
@@ -412,19 +405,17 @@ PyObject *odml_py_cuda_spec(PyObject *self, PyObject *const *args, Py_ssize_t na
 /* -- the operators' plain lowering (the new-shape route's, odml_move_plain) ------------------------- */
 
 /* odml_plain_lower(which, n, dims, f, nf) and the Python functions over it (NAME_lowering(in_sizes, *fields) of
- * newshape.h's ODML_PLAIN_FUNCTIONS) -> the same tuple (its lists as lists) as the Python function each mirrors,
- * ops/NAME.py's plain_lowering (ODML_PLAIN_SLICE, _SLICE1, _SLICE_GRAD, _UNFOLD, _FOLD), or None.
+ * ODML_PLAIN_FUNCTIONS) -> the same tuple (lists as lists) as the Python function each mirrors, ops/NAME.py's
+ * plain_lowering, or None.
  *
  * A fast path of those functions, which stay the reference (DirectML's rules are theirs;
- * tests/test_newshape_lowering.py compares each pair): the common valid case, computed in one pass. None (the caller
- * then runs the Python function, which says what it makes of the call) for anything else, valid or not: in_sizes not
- * an exact tuple of 1 to ODML_MAX_RANK exact ints in 64 bits; a field not an exact list or tuple of one exact int in
- * 64 bits per dimension (bools, NumPy integers and int subclasses are not exact ints; UNFOLD's and FOLD's fields may
- * also be one exact int, spread over the spatial axes); a sum or product
- * outside 64 bits; any rule of the common case broken. Every value is read before anything is allocated, with the GIL
- * held and no Python code run, so a list another thread changes cannot make the answer mix two of its states; a list
- * field's tuple is made from the values read. The move program's lowering (newshape_move.c, odml_move_plain) runs the
- * same function on an input's shape. */
+ * tests/test_newshape_lowering.py compares each pair): the common valid case, in one pass. None (the caller runs the
+ * Python function) for anything else, valid or not: in_sizes not an exact tuple of 1 to ODML_MAX_RANK exact ints in
+ * 64 bits; a field not an exact list or tuple of one such int per dimension (UNFOLD's and FOLD's may be one exact
+ * int, spread over the spatial axes); a sum or product outside 64 bits; any rule of the common case broken. Every
+ * value is read before anything is allocated, no Python code run, so a list another thread changes cannot make the
+ * answer mix two of its states; a list field's tuple is made from the values read. odml_move_plain runs the same
+ * function on an input's shape. */
 
 /* A tuple (list: a list) of the n values v. */
 static PyObject *ints_seq(const int64_t *v, Py_ssize_t n, int list) {
@@ -484,8 +475,8 @@ int odml_name(char *out, int n, const char *fmt, ...) {
 
 static PyObject *ints_list(const int64_t *v, Py_ssize_t n) { return ints_seq(v, n, 1); }
 
-/* Field f (read by read_seq into v) as ops/_common.py's sequence_of and
- * plain_ints return it: an exact tuple itself, a list's values as a tuple. */
+/* Field f (read into v) as ops/_common.py's sequence_of and plain_ints return it: an exact tuple itself, a list's
+ * values as a tuple. */
 static PyObject *field_tuple(PyObject *f, const int64_t *v, Py_ssize_t n) {
     if (PyTuple_CheckExact(f)) {
         Py_INCREF(f);

@@ -1,11 +1,10 @@
-/* A new shape's plan, shared by newshape.c (the CPU parameters, the test entry cuda_spec), cuda_spec.c
- * (CUDA launches) and newshape_move.c (odml_move_plain: the first five's tuned pass of the move program).
+/* A new shape's plan, shared by newshape.c (the CPU parameters, cuda_spec), cuda_spec.c (CUDA launches) and
+ * newshape_move.c (odml_move_plain: the first five's tuned pass of the move program).
  *
  * The plan of SLICE/SLICE1 ("copy"), UNFOLD ("windows"), FOLD ("window_sums") and SLICE_GRAD ("scatter") comes from
- * the operator's plain_lowering (its C copy, odml_plain_lower) as fields in index space; odml_new_plan applies an
- * input's element layout to them, as the operator's lower() does for the layout that planner.array_layout gives.
- * Nothing of DirectML's rules is checked here: the caller passes fields its operator validated. Every function
- * returns 0, or -1 (no exception set) where the Python route must run the call. */
+ * the operator's plain_lowering (odml_plain_lower) as fields in index space, to which odml_new_plan_make applies an
+ * input's element layout as the operator's lower() does. No DirectML rule is checked here: the fields come
+ * validated. Every function returns 0, or -1 (no exception set) where the Python route must run the call. */
 #ifndef OPENDML_NEWSHAPE_H
 #define OPENDML_NEWSHAPE_H
 
@@ -14,8 +13,8 @@
 
 #include "cpu/common.h"
 
-/* The kernels a plan runs (the operators' PLAIN_KERNEL names, params.h's, in this order: the `kind` Python
- * passes, runtime/calls.py's NEW_KINDS), and the CPU kernel (params.h's code) each runs. */
+/* The kernels a plan runs (the operators' PLAIN_KERNEL names, in runtime/calls.py's NEW_KINDS order) and the CPU
+ * kernel code (params.h's) of each. */
 enum { ODML_NEW_COPY = 0, ODML_NEW_WINDOWS = 1, ODML_NEW_SCATTER = 2, ODML_NEW_WINDOW_SUMS = 3, ODML_NEW_KINDS = 4 };
 
 static inline int odml_new_kernel(int kind) {
@@ -33,8 +32,8 @@ static inline int odml_arity(const char *signature, Py_ssize_t nargs, Py_ssize_t
     return -1;
 }
 
-/* Read o into *v: 0, or -1 (no exception left set) where it is not an exact int in 64 bits (what every C
- * lowering here reads: bools, NumPy integers and int subclasses are not exact ints). */
+/* Read o into *v: 0, or -1 (no exception left) where it is not an exact int in 64 bits (bools, NumPy integers and
+ * int subclasses are not). */
 static inline int odml_exact_i64(PyObject *o, int64_t *v) {
     if (!PyLong_CheckExact(o)) return -1;
     int overflow = 0;
@@ -48,7 +47,7 @@ static inline int odml_exact_i64(PyObject *o, int64_t *v) {
 }
 
 /* Read o, an exact list or tuple of at most `most` exact ints in 64 bits, into v, their count in *n: 0, or -1 (no
- * exception left set) where it is not such. */
+ * exception left). */
 static inline int odml_int_seq(PyObject *o, Py_ssize_t most, int64_t *v, int *n) {
     if (!PyList_CheckExact(o) && !PyTuple_CheckExact(o)) return -1;
     const Py_ssize_t m = PySequence_Fast_GET_SIZE(o);
@@ -59,8 +58,7 @@ static inline int odml_int_seq(PyObject *o, Py_ssize_t most, int64_t *v, int *n)
     return 0;
 }
 
-/* An exact int as DirectML's Axis for `rank` dimensions (arrays/_contract.py axis: negative values count from the
- * end, in [-rank, rank)); -1 for anything else. */
+/* An exact int in [-rank, rank) as arrays/_contract.py's axis (negative counts from the end); -1 for anything else. */
 static inline int odml_axis(PyObject *o, int rank) {
     int64_t a;
     if (odml_exact_i64(o, &a) || a < -rank || a >= rank) return -1;
@@ -83,8 +81,8 @@ static inline int odml_settings(PyObject *t, Py_ssize_t n, int64_t *v) {
 
 static inline int64_t odml_absv(int64_t x) { return x < 0 ? -x : x; }
 
-/* Row d of w words inserted into the sorted rows[0..m), ahead of the rows at their end that it comes `before` (a step
- * of a stable insertion sort: the canonical forms' dimension orders). */
+/* Row d of w words inserted into the sorted rows[0..m) ahead of the trailing rows it comes `before` (a step of a
+ * stable insertion sort: the canonical forms' dimension orders). */
 static inline void odml_insert_row(int64_t *rows, int m, int w, const int64_t *d,
                                    int (*before)(const int64_t *a, const int64_t *b)) {
     for (; m > 0 && before(d, rows + (m - 1) * w); m--) memcpy(rows + m * w, rows + (m - 1) * w, sizeof *d * (size_t)w);
@@ -118,42 +116,35 @@ typedef struct {
     int64_t count;                     /* output elements (>= 1) */
     int64_t origin;                    /* elements from element 0 back to the lowest-addressed element */
     int64_t span;                      /* elements bound from the lowest address (planner.Layout.span) */
-    /* copy: the CopyPlan's canonical form (CopyPlan.canonical()) */
-    odml_copy_params copy;
-    /* windows: the UnfoldPlan's parameters, without CPU column tiles or CUDA
-     * work items and boxes */
-    odml_unfold_params windows;
-    /* window_sums: the FoldPlan's parameters, without CUDA work items */
-    odml_fold_params window_sums;
-    /* scatter: the ScatterPlan lower() gives, per dimension (size, out
-     * stride, first, step, taken, in stride), before any canonical form */
+    odml_copy_params copy;             /* copy: CopyPlan.canonical() */
+    odml_unfold_params windows;        /* windows: the UnfoldPlan's, without CPU column tiles or CUDA work items */
+    odml_fold_params window_sums;      /* window_sums: the FoldPlan's, without CUDA work items */
+    /* scatter: the ScatterPlan lower() gives, per dimension (size, out stride, first, step, taken, in stride), before
+     * any canonical form */
     int srank;
     int64_t s_in_offset;
     int64_t sdims[ODML_MAX_RANK][6];
 } odml_new_plan;
 
-/* The layout planner.array_layout reads from byte strides: -1 where a byte stride is not a whole number of elements
- * along an axis of more than one element (the caller copies the array first); such a size-1 axis's stride is taken as
- * 0. */
+/* The layout planner.array_layout reads from byte strides: -1 where the stride of an axis of more than one element is
+ * not whole elements (the caller copies the array first); a size-1 axis's such stride is taken as 0. */
 int odml_layout_from_bytes(int n, const int64_t *shape, const int64_t *byte_strides, int64_t es, odml_layout *L);
 
-/* The plan of `kind` on layout L from a plain lowering's fields f[0..nf): copy (out_sizes, starts, steps), unfold
- * (out_sizes, window, strides, dilations, start_padding, blocks), fold (the same fields, out_sizes (N, C, *spatial)),
- * scatter (out_sizes, first, step, reversed); each a list or tuple of ints. -1 where the fields do not fit L (every
- * element read inside the input, every element written inside the output: the fields were validated against the shape
- * the lowering saw, which another thread may have changed since), a value or a product leaves 64 bits, or the output is
- * empty. */
+/* The plan of `kind` on layout L from a plain lowering's fields f[0..nf), each a list or tuple of ints: copy
+ * (out_sizes, starts, steps), unfold (out_sizes, window, strides, dilations, start_padding, blocks), fold (the same,
+ * out_sizes (N, C, *spatial)), scatter (out_sizes, first, step, reversed). -1 where the fields do not fit L (each
+ * element read and written inside its buffer: another thread may have changed the shape the lowering saw), a value
+ * or product leaves 64 bits, or the output is empty. */
 int odml_new_plan_make(int kind, const odml_layout *L, PyObject *const *f, Py_ssize_t nf, odml_new_plan *pl);
 
-/* The scatter plan's canonical form (plan.ScatterPlan.canonical: the CPU backend's with cpu, the CUDA launch's,
- * cuda_spec.c, without; none left: one of size 1) in merged[0..*rank) (per dimension: size, out stride, first, step,
- * taken, in stride). odml_scatter_pack: those dimensions as odml_scatter_params. -1 on overflow. */
+/* The scatter plan's canonical form (plan.ScatterPlan.canonical: the CPU backend's with cpu, cuda_spec.c's without;
+ * none left: one of size 1) in merged[0..*rank), sdims' rows. odml_scatter_pack: those as odml_scatter_params. -1
+ * on overflow. */
 int odml_scatter_canonical(const odml_new_plan *pl, int cpu, int64_t (*merged)[6], int *rank);
 int odml_scatter_pack(int64_t es, const int64_t (*m)[6], int r, int64_t in_offset, int64_t out_offset,
                       odml_scatter_params *p);
 
-/* The CPU kernel's run of a plan: the calls.c kernel code, its parameter
- * block and the bytes CpuBackend._threads counts for its thread count. */
+/* The CPU kernel's run of a plan: kernel, parameter block and the bytes CpuBackend._threads counts. */
 typedef struct {
     int kernel;                        /* ODML_NEW_* */
     odml_kernel_params p;              /* (common.h) */
@@ -161,22 +152,20 @@ typedef struct {
     int64_t work;
 } odml_cpu_run;
 
-/* What CpuBackend runs for the plan (column tiles where the innermost image
- * step exceeds tile_stride bytes, tile_columns per tile). -1 on overflow. */
+/* What CpuBackend runs for the plan (column tiles of tile_columns where the innermost image step exceeds tile_stride
+ * bytes). -1 on overflow. */
 int odml_new_cpu(const odml_new_plan *pl, int64_t tile_stride, int64_t tile_columns, odml_cpu_run *run);
 
-/* The threads CpuBackend._threads gives for `work` bytes: max(1, min(most,
- * work // grain)). */
+/* CpuBackend._threads for `work` bytes: max(1, min(most, work // grain)). */
 static inline int64_t odml_new_threads(int64_t work, int64_t grain, int64_t most) {
     int64_t t = work / grain;
     if (t > most) t = most;
     return t < 1 ? 1 : t;
 }
 
-/* A CUDA launch of the plan, as runtime/cuda/tuned.py's launch_spec gives it for the lowered plan, the
- * lowest-addressed input element at device address src and the output at dst: the kernel's name (the template
- * instance kernels.cu compiles), the parameter block passed by value, the grid of THREADS-thread blocks and the
- * dynamic shared memory. */
+/* A CUDA launch of the plan as runtime/cuda/tuned.py's launch_spec gives it, the lowest-addressed input element at
+ * device address src, the output at dst: the kernel's name (kernels.cu's template instance), the parameter block
+ * passed by value, the grid of THREADS-thread blocks and the dynamic shared memory. */
 #define ODML_CUDA_THREADS 256
 /* launch._SCALAR: the kernels' word type of 1, 2, 4, 8 or 16 bytes; ceil(a / b) for a >= 0, b > 0 */
 static const char *const odml_scalar[17] = {[1] = "u8", [2] = "u16", [4] = "u32", [8] = "u64", [16] = "uint4"};
@@ -208,22 +197,20 @@ int odml_new_cuda(const odml_new_plan *pl, uint64_t src, uint64_t dst, odml_cuda
 #include "cpu/move.h"
 #include "cpu/indexed/index.h"
 
-/* The C lowerings (the Python function each mirrors is named at it), by the
- * number the front passes (runtime/calls.py MOVE_LOWERINGS). */
+/* The C lowerings (each names the Python it mirrors), by runtime/calls.py's MOVE_LOWERINGS numbers. */
 enum {
     ODML_LOWER_IDENTITY = 0, ODML_LOWER_CAST = 1, ODML_LOWER_TILE = 2, ODML_LOWER_PAD = 3,
     ODML_LOWER_SPACE_TO_DEPTH = 4, ODML_LOWER_DEPTH_TO_SPACE = 5, ODML_LOWER_JOIN = 6, ODML_LOWER_SPLIT = 7,
     ODML_LOWER_DIAGONAL_MATRIX = 8
 };
-/* A lowering number's bit saying the function offers its arrays as one list or tuple (arrays/front.py
- * sets it from the operator's binding: an "arrays" argument, or the index route's tuple). */
+/* A lowering number's bits (arrays/front.py sets them): the function offers its arrays as one list or tuple (an
+ * "arrays" argument, or the index route's tuple); bits 0-7 are a first five's plain lowering (ODML_PLAIN_*, the
+ * operator's C_PLAIN), lowered to one tuned pass. */
 #define ODML_LOWER_SEQUENCE (1 << 24)
-/* A lowering number's bit saying bits 0-7 are one of the first five's plain lowerings (ODML_PLAIN_*, the
- * operator's C_PLAIN), lowered to one tuned pass (arrays/front.py sets it). */
 #define ODML_LOWER_PLAIN (1 << 25)
 
-/* An input: DataType value, sizes, signed element strides and origin
- * (elements from its lowest-addressed element to element 0; planner.Layout). */
+/* An input: DataType value, sizes, signed element strides, origin (elements from the lowest-addressed one to element
+ * 0; planner.Layout). */
 typedef struct {
     int n;
     int64_t type;
@@ -235,8 +222,8 @@ typedef struct {
 #define ODML_MOVE_PROG_MAX_IO 16        /* inputs (JOIN) or outputs (SPLIT); calls_move.c's MAX_MOVE_IO */
 #define ODML_MOVE_PROG_MAX_PASSES (1 + 2 * ODML_MAX_RANK)
 
-/* A lowered call: packed outputs (DataType, sizes, element strides, count)
- * and the passes in order, each with its input and output index. */
+/* A lowered call: packed outputs (DataType, sizes, element strides, count), the passes in order with their input
+ * and output slots. */
 typedef struct {
     int n_out, n_pass, multi;          /* multi: the function returns a list (SPLIT) */
     unsigned types;                    /* the operator's element types: bit t for DataType value t */
@@ -254,18 +241,17 @@ typedef struct {
 } odml_move_prog;
 
 /* The passes `lowering` gives for the n_in inputs xs (one but for JOIN) and the call's arguments: 0, or -1 (no
- * exception set) where the Python route must run the call (the first five's lowerings among them: odml_move_plain
- * lowers those). `lowering`: its ODML_LOWER_* number in bits 0-7 and, from bit 8, the element types the operator's support table takes at the newest feature level (bit 8 + t for DataType
- * value t; family.py reads them from the table, so they are not written here twice). */
+ * exception set) where the Python route must run the call (the first five's too: odml_move_plain lowers those).
+ * `lowering`: its ODML_LOWER_* number in bits 0-7 and, bit 8 + t, DataType t that the operator's support table takes
+ * at the newest feature level (family.py reads them from the table: not written here twice). */
 int odml_move_lower(int lowering, const odml_move_input *xs, int n_in, PyObject *const *args, Py_ssize_t nargs,
                     odml_move_prog *g);
 
-/* The first five (SLICE, SLICE1, SLICE_GRAD, UNFOLD, FOLD; `lowering` ODML_LOWER_PLAIN | their ODML_PLAIN_*, with the
- * element-type bits as above) as one tuned pass of the move program, its plan in *pl (newshape_move.c): the fields of
- * the operator's plain_lowering (its C copy odml_plain_lower) applied to x's layout as the operator's lower() gives
- * its pass (odml_new_plan_make: SLICE/SLICE1 a plan.Copy, which CpuBackend._copy_pass runs as copy.c's strided copy;
- * UNFOLD's plan.Windows, FOLD's plan.WindowSums, SLICE_GRAD's plan.SliceScatter). 0, or -1 (no exception set) where
- * the Python route must run the call. */
+/* The first five (SLICE, SLICE1, SLICE_GRAD, UNFOLD, FOLD; `lowering` ODML_LOWER_PLAIN | their ODML_PLAIN_*, type bits
+ * as above) as one tuned pass, its plan in *pl (newshape_move.c): odml_plain_lower's fields applied to x's layout by
+ * odml_new_plan_make, as the operator's lower() gives its pass (SLICE/SLICE1 a plan.Copy, which
+ * CpuBackend._copy_pass runs as copy.c's strided copy; UNFOLD's plan.Windows, FOLD's plan.WindowSums, SLICE_GRAD's
+ * plan.SliceScatter). 0, or -1 (no exception set) where the Python route must run the call. */
 int odml_move_plain(int lowering, const odml_move_input *x, PyObject *const *args, Py_ssize_t nargs,
                     odml_new_plan *pl);
 
@@ -299,12 +285,11 @@ typedef struct {
 } odml_ix_params;
 
 /* One kernel launch of a move program (steps.py move_steps' tuple): the kernel's name, its parameter block
- * (odml_move_params, or odml_copy_params for strided_copy: `size` bytes), the grid of ODML_CUDA_THREADS-thread
- * blocks, the dynamic shared memory, the source slot (-1: a fill) and the destination slot. An index pass's
- * (index 1: cuda_index_spec.c) holds odml_ix_params and the input slot each of its naxes index axes reads;
- * an overwriting scatter's owner table (index.py's "owner" mode): its first launch (ix_owner) has `scratch`
- * 32-bit words of zeroed device memory allocated for it, whose address goes into the `aux` field of every
- * launch with aux 1 (that one and the scatter after it). */
+ * (odml_move_params, or strided_copy's odml_copy_params: `size` bytes), the grid of ODML_CUDA_THREADS-thread blocks,
+ * the dynamic shared memory, the source slot (-1: a fill) and the destination slot. An index pass's (index 1:
+ * cuda_index_spec.c) holds odml_ix_params and the input slot of each of its naxes index axes; in index.py's "owner"
+ * mode its first launch (ix_owner) gets `scratch` zeroed 32-bit words (the owner table), whose address goes into the
+ * `aux` field of each launch with aux 1 (that one and the scatter after it). */
 typedef struct {
     char name[112];
     union {
@@ -338,11 +323,10 @@ static inline int odml_index_cuda_conf_read(PyObject *t, odml_index_cuda_conf *c
 /* numpy_kernels.outer_count: the leading dimensions of an index pass that read an index. */
 int odml_ix_outer(const idx_params *p);
 
-/* The launches of index pass p (index.c's parameters: a Gather, kind 0, or a Scatter, kind 1, of DataType
- * p->data_type) as runtime/cuda/index.py's plan_pass plans them for its source's element 0 at src and its
- * destination's at dst (PassPlan.launches): their count (1, or 2 for the "owner" mode) with L[0..count)
- * filled (their src and dst slots left to the caller), or -1 where the Python route must run it ("sort";
- * a last-only or accumulating pass; a grid past 2^31 - 1 blocks; a rank past index.cu's). */
+/* The launches of index pass p (a Gather, kind 0, or a Scatter, kind 1) as runtime/cuda/index.py's plan_pass plans
+ * them (PassPlan.launches) for its source's element 0 at src, its destination's at dst: their count (2 for "owner"),
+ * L[0..count) filled but for their slots; -1 where the Python route must run it ("sort"; a last-only or accumulating
+ * pass; a grid past 2^31 - 1 blocks; a rank past index.cu's). */
 int odml_index_cuda(const idx_params *p, const odml_index_cuda_conf *c, uint64_t src, uint64_t dst, odml_move_launch *L);
 
 /* The launches of the lowered program g (at most ODML_MOVE_PROG_MAX_PASSES) for slots whose element 0 lies at
@@ -359,10 +343,9 @@ static inline int odml_move_cuda_conf_read(PyObject *t, odml_move_cuda_conf *c) 
 int odml_copy_pack(int64_t es, Py_ssize_t n, const int64_t *sz, int64_t in_off, const int64_t *is, int64_t out_off,
                    const int64_t *os, odml_copy_params *p);
 
-/* The DataType value (1..11) of a NumPy dtype object or NumPy scalar type of one of the 11 element types, a DataType
- * member, a PyTorch dtype or a DataType name ("int8", "INT8", "DML_TENSOR_DATA_TYPE_INT8"): what
- * arrays/_contract.py's data_type gives for it; 0 for anything else, other spellings data_type takes included
- * (calls_move_new.c). */
+/* The DataType value (1..11) arrays/_contract.py's data_type gives for a NumPy dtype or scalar type, a DataType, a
+ * PyTorch dtype or a DataType name ("int8", "INT8", "DML_TENSOR_DATA_TYPE_INT8"); 0 for anything else, other
+ * spellings data_type takes included (calls_move_new.c). */
 int64_t odml_move_dtype_type(PyObject *o);
 
 /* A tuple of the n values v; NULL with an exception (newshape.c). */
@@ -379,12 +362,11 @@ static inline int odml_plain_kind(int which) {
                                                ODML_NEW_WINDOW_SUMS};
     return kind[which];
 }
-/* The first five's plain lowerings in C (newshape.c: each mirrors an ops/ module's plain_lowering, named
- * there): the fields of a call on an input of n sizes `dims` with the call's fields f, or None (a new
- * reference either way); NULL with an exception for no memory. */
+/* The first five's plain lowerings (newshape.c; each mirrors its ops/ module's plain_lowering): the fields of a call
+ * on an input of n sizes `dims` with fields f, or None (a new reference); NULL with an exception for no memory. */
 PyObject *odml_plain_lower(int which, Py_ssize_t n, const int64_t *dims, PyObject *const *f, Py_ssize_t nf);
-/* A field of d axes as ops/unfold.py's plain_lowering (and ops/_spec.py per_axis) reads it: an exact int
- * spread over the axes, or an exact list or tuple of d exact ints; -1 else (newshape.c). */
+/* A field of d axes as ops/unfold.py's plain_lowering reads it (ops/_spec.py per_axis): an exact int spread over the
+ * axes, or an exact list or tuple of d exact ints; -1 else (newshape.c). */
 int odml_axes_field(PyObject *f, Py_ssize_t d, int64_t *v);
 /* Their Python functions (newshape.c; module.c's table): X(NAME, WHICH, SIG, LO, HI) for NAME_lowering(in_sizes,
  * SIG) of LO to HI arguments, the fast path of ops/NAME.py's plain_lowering. */

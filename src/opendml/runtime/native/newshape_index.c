@@ -1,13 +1,11 @@
-/* The call cache's new-shape route of the index-driven functions (arrays/index_ops.py: gather,
- * gather_elements, gather_nd, scatter_elements, scatter_nd, one_hot, reverse_subsequences) on NumPy arrays
- * (and plain PyTorch CPU tensors through NumPy views): at a miss, a never-seen shape's fields validated as
- * the operator modules validate them, the Gather/Scatter/Copy passes the Python lowering builds (each
- * function here names the one it mirrors), the call run and recorded as call_cache_put_move records
- * index_ops._record's passes, in one C call.
- * Anything unusual (a field the Python route would refuse, an empty array, a size past 2^31, an index array
- * the fused check would not read whole) is declined: None, and the Python route runs the call and raises
- * its own error. A checked call whose index lies outside its dimension (index.c fuses the check into the
- * kernel) answers None too: the Python route raises the error naming the first one. */
+/* The call cache's new-shape route of the index-driven functions (arrays/index_ops.py: gather, gather_elements,
+ * gather_nd, scatter_elements, scatter_nd, one_hot, reverse_subsequences) on NumPy arrays (plain PyTorch CPU tensors
+ * through NumPy views) and CUDA memory: a never-seen shape's fields validated as the operator modules do, the
+ * Gather/Scatter/Copy passes the Python lowering builds (each function names what it mirrors), the call run and
+ * recorded as call_cache_put_move records index_ops._record's passes, in one C call. Anything unusual (a field the
+ * Python route would refuse, an empty array, a size past 2^31, an index array the fused check would not read whole)
+ * is declined: None, the Python route runs the call. So is a checked call with an index outside its dimension
+ * (index.c's kernel checks): the route raises the error naming the first one. */
 #define NO_IMPORT_ARRAY
 #include "calls.h"
 
@@ -35,9 +33,8 @@ typedef struct {
     idx_params p[2];                  /* at most two passes: a Copy (or one_hot's) then a Gather or Scatter */
 } ix_prog;
 
-/* x as planner.array_layout reads it (index_ops._host_views: aligned, native order; input_layout has
- * bounded its reach): -1 where the route must run (a stride not a whole number of elements, an empty
- * array, a size or count past 2^31). */
+/* x as planner.array_layout reads it (index_ops._host_views: aligned, native order; input_layout bounded its
+ * reach): -1 where the route must run (a stride not whole elements, an empty array, a size or count past 2^31). */
 static int ix_layout(PyArrayObject *x, ix_in *in) {
     in->n = PyArray_NDIM(x);
     in->es = PyArray_ITEMSIZE(x);
@@ -99,8 +96,8 @@ static void ix_position(idx_params *p, const ix_in *ind, int slot, const int64_t
     memcpy(ax->strides, index_strides, sizeof(int64_t) * (size_t)p->rank);
 }
 
-/* Whether the checked pass reads every index whole (index_ops._reads_all): an index array broadcast along
- * an axis (stride 0) is read at fewer positions than it has, and the route checks it first. */
+/* Whether a checked pass reads every index (index_ops._reads_all): one broadcast along an axis (stride 0) is read at
+ * fewer positions than it has; the route checks it first. */
 static int ix_reads_all(const ix_in *ind) {
     for (int d = 0; d < ind->n; d++)
         if (ind->shape[d] > 1 && ind->strides[d] == 0) return 0;
@@ -389,10 +386,9 @@ static int64_t ix_fits(ix_prog *g, const int64_t *span, const int *in_size, int 
     return count;
 }
 
-/* The entry of function `which` on the n_in inputs `in` (exact ndarrays) and the call's arguments: the
- * types the operator's tables take at the newest level are `types` (bit 16 * j + t: DataType t for array
- * j); an output of min_bytes or more comes from the output blocks. NULL with no exception where the route
- * must run it; with one for no memory. */
+/* The entry of function `which` on the n_in exact ndarrays `in` and the call's arguments; `types`: bit 16 * j + t,
+ * DataType t for array j, as the operator's tables take at the newest level; an output of min_bytes or more comes
+ * from the output blocks. NULL, no exception set, where the route must run it; with one for no memory. */
 static Entry *index_entry(int which, int64_t types, PyArrayObject **in, int n_in, PyObject *call_args,
                           int64_t min_bytes) {
     ix_in xs[3];
@@ -477,10 +473,9 @@ typedef struct {
     ix_prog g;
 } IndexNew;
 
-/* The call lowered on the inputs as keyed (their layouts as ix_layout reads them), its output in out; -1
- * where the route must run it: what the CPU lowering declines (a checked call whose passes would not read
- * every index, ix_reads_all, among them), a pass reaching outside its buffers. A checked pass is checked by
- * its kernels (index_plan marks its launch: cuda_new gives each checked axis the flag they set). */
+/* The call lowered on the inputs as keyed (layouts as ix_layout reads them), its output in out; -1 where the route
+ * must run it: what the CPU lowering declines (ix_reads_all too), a pass reaching outside its buffers. A checked
+ * pass's kernels check it (index_plan marks its launch: cuda_new gives each checked axis the flag they set). */
 static int index_lower(CudaNew *how, const CudaInputs *c, PyObject *const *args, Py_ssize_t nargs,
                        odml_move_prog *out) {
     IndexNew *ix = (IndexNew *)how;
@@ -574,12 +569,11 @@ static int index_plan(CudaNew *how, const odml_move_prog *out, const CudaInputs 
     return n;
 }
 
-/* cuda_index_steps(which, types, given, args, data_ptrs, dst_ptr, move_settings, index_settings) -> (shape, ((name, params, grid,
- * shared_mem, src, dst, slots, flags, scratch, aux), ...)) or None: the launches call_cache_index_new would make
- * for NumPy arrays `given` (their layouts and DataTypes) lying at device addresses data_ptrs with the output at
- * dst_ptr, nothing launched, flags the offsets in params where a checked launch gets the check's flag address,
- * scratch the zeroed 32-bit words an owner table's first launch gets, aux 1 where the table's address goes (tests:
- * against index.py's plan_pass, IndexPass.call_cache_step and steps.py's move_steps, no GPU needed). */
+/* cuda_index_steps(which, types, given, args, data_ptrs, dst_ptr, move_settings, index_settings) -> (shape, ((name,
+ * params, grid, shared_mem, src, dst, slots, flags, scratch, aux), ...)) or None: the launches call_cache_index_new
+ * would make for NumPy arrays `given` at device addresses data_ptrs, the output at dst_ptr, nothing launched (flags,
+ * scratch, aux: odml_move_launch's and IX_FLAG_AT's; tests: against index.py's plan_pass,
+ * IndexPass.call_cache_step and steps.py's move_steps, no GPU needed). */
 static PyObject *cuda_index_steps(PyObject *const *args) {
     int64_t which, types, dst;
     PyArrayObject *in[3];

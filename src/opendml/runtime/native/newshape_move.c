@@ -1,13 +1,12 @@
-/* New shapes of the data-movement family: the C lowerings of the family's copy-like operators on a NumPy
- * array, each giving the passes its Python operator's `_passes` gives for that array's layout (before their canonical
- * form, which odml_move_pack in move_params.c gives, as CpuBackend._native_move_pass does). calls_move_new.c's
- * call_cache_move_new runs them and records the call as call_cache_put_move would, so a never-seen shape costs one C
- * call instead of the description, validation, lowering and parameter packing in Python.
+/* New shapes of the data-movement family: the C lowerings of its copy-like operators, each giving the passes its
+ * Python operator's `_passes` gives for an input's layout (before odml_move_pack's canonical form, as
+ * CpuBackend._native_move_pass). calls_move_new.c runs them and records the call as call_cache_put_move would: a
+ * never-seen shape costs one C call, not Python's description, validation, lowering and packing.
  *
  * Each lowering takes only a VALID call in the simple forms listed at its function and declines (-1, no exception
- * set) anything else: an argument of another type or spelling, a value a rule refuses, a size outside TensorDesc's
- * bounds. The Python route then runs the call and raises its own error, so no error is written twice.
- * tests/test_newshape_move.py checks each lowering's passes, outputs and errors against the Python route's. */
+ * set) anything else (another type or spelling, a value a rule refuses, a size outside TensorDesc's bounds): the
+ * Python route then raises its own error, written once. tests/test_newshape_move.py compares passes, outputs and
+ * errors with the Python route's. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
@@ -23,8 +22,7 @@
 
 static int is_float_type(int64_t t) { return t == ODML_T_FLOAT32 || t == ODML_T_FLOAT16 || t == ODML_T_FLOAT64; }
 
-/* The packed output, its element strides and a pass template copying the
- * whole input into it (what identity's and cast's Copy is). */
+/* Output i packed: its DataType, sizes, element strides and count; -1 past TensorDesc's bounds. */
 static int set_out(odml_move_prog *g, int i, int64_t type, int rank, const int64_t *dims) {
     int64_t count = 1;
     for (int d = 0; d < rank; d++)

@@ -1,10 +1,7 @@
-/* PyTorch's tensor accessors for the C call cache (calls.c), given by the C++
- * autograd node's library (arrays/torch/node.cpp, built for the installed
- * PyTorch) as a PyCapsule named ODML_TORCH_API_NAME and registered with
- * call_cache_torch_api. Without it, calls.c reads the same facts through
- * Python (attribute gets, x.new_empty, the registered hooks): the accessors
- * give the same values (tests/test_torch_api.py), in one C++ call instead of
- * a dozen Python ones. Every function is called with the GIL held. */
+/* PyTorch's tensor accessors for the C call cache (calls.c), given by the C++ autograd node's library
+ * (arrays/torch/node.cpp, built for the installed PyTorch) as a PyCapsule named ODML_TORCH_API_NAME, registered with
+ * call_cache_torch_api. Without it calls.c reads the same facts through Python (tests/test_torch_api.py compares):
+ * one C++ call instead of a dozen Python ones. Every function is called with the GIL held. */
 #ifndef ODML_TORCH_API_H
 #define ODML_TORCH_API_H
 
@@ -34,15 +31,13 @@ typedef struct {
 
 typedef struct {
     int version;
-    /* 0 with *info filled; -1, no exception set, where x is not a strided
-     * torch.Tensor of at most ODML_TORCH_API_RANK concrete dimensions */
+    /* 0 with *info filled; -1, no exception set, where x is not a strided torch.Tensor of at most
+     * ODML_TORCH_API_RANK concrete dimensions */
     int (*describe)(PyObject *x, odml_torch_info *info);
-    /* x.new_empty(sizes, dtype=dtype) (contiguous, on x's device; dtype a
-     * torch.dtype, or NULL for x's): a new reference and its data pointer,
-     * or NULL with an exception (the allocator's) */
+    /* x.new_empty(sizes, dtype=dtype) (contiguous; dtype NULL: x's): a new reference and its data pointer, or NULL
+     * with the allocator's exception */
     PyObject *(*empty)(PyObject *x, const int64_t *sizes, int ndim, PyObject *dtype, uint64_t *data_ptr);
-    /* The raw handle of CUDA device `device`'s current stream (as
-     * torch._C._cuda_getCurrentRawStream): 0, or -1 with an exception */
+    /* CUDA device `device`'s current stream (torch._C._cuda_getCurrentRawStream): 0, or -1 with an exception */
     int (*current_stream)(int64_t device, uint64_t *stream);
     /* The current CUDA device (torch.cuda.current_device()), or -1 with an exception */
     int64_t (*current_device)(void);

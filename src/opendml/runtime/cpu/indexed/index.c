@@ -1,23 +1,21 @@
-/* The index-driven passes of the move program (plan.Gather, plan.Scatter) on the CPU, part of
- * opendml.runtime.cpu._native: run by the call cache's entries (runtime/native/calls_move.c, PASS_INDEX) and by the
- * CPU backend (index_run_pass).
+/* The index-driven passes of the move program (plan.Gather, plan.Scatter) on the CPU: run by the call cache's entries
+ * (runtime/native/calls_move.c, PASS_INDEX) and by the CPU backend (index_run_pass).
  *
- * One pass walks its "outer" dimensions in row-major order; at each position it reads every IndexAxis's value from
- * its index tensor, turns it into a coordinate inside [0, bound) (a negative value of a signed type counted from the
- * end, then clamped; or the position skipped: INDEX_SKIP; or, for INDEX_REVERSE_LENGTH, the reversed coordinate of
- * the first min(L, bound) elements), and moves one block of the "inner" dimensions (those that read no index). Values
- * are compared exactly in their own type: no wrap-around. Before anything moves, the whole reach of the pass (its
- * strides' span plus every coordinate's [0, bound) times its stride, and the index tensors' elements read) is checked
- * against the bound ranges; a pass reaching outside them stops with an error (a plan that validation let through
- * never does). The coordinates then never leave [0, bound).
+ * A pass walks its "outer" dimensions in row-major order; at each position it reads every IndexAxis's value, turns it
+ * into a coordinate in [0, bound) (a negative signed value counted from the end, then clamped; or the position
+ * skipped: INDEX_SKIP; or, for INDEX_REVERSE_LENGTH, the reversed coordinate of the first min(L, bound) elements), and
+ * moves one block of the "inner" dimensions (those that read no index). Values are compared exactly in their own type
+ * (no wrap-around). Before anything moves, the pass's whole reach (its strides' span plus every coordinate's [0,
+ * bound) times its stride, and the index elements read) is checked against the bound ranges; a pass reaching outside
+ * them stops with an error (a validated plan never does).
  *
  * A scatter runs its positions in order on one thread: where positions repeat, the last write wins (or, accumulating,
- * the additions happen in that order: float16 adds in float32 and rounds each sum, as NumPy does; integers wrap), so
- * the result is the same bytes on every run.
+ * the additions run in that order: float16 adds in float32 and rounds each sum, as NumPy does; integers wrap), so
+ * every run gives the same bytes.
  *
- * Every pass also reports whether a (clamping or skipping) index value lay outside its dimension: the array API's
- * index check, fused into the read. A pass without index axes is a plain copy or fill (the Copy passes of the
- * scatters and ONE_HOT, as the array API records them in the call cache). */
+ * Every pass reports whether a (clamping or skipping) index value lay outside its dimension: the array API's index
+ * check, fused into the read. A pass without index axes is a plain copy or fill (the scatters' and ONE_HOT's Copy
+ * passes, as the call cache records them). */
 #include "index.h"
 
 #include <string.h>
@@ -28,8 +26,13 @@
 enum { T_F32 = 1, T_F16 = 2, T_U32 = 3, T_U16 = 4, T_U8 = 5, T_I32 = 6, T_I16 = 7, T_I8 = 8, T_F64 = 9,
        T_U64 = 10, T_I64 = 11 };
 
-/* The coordinate of one index value; 0: skip the position. *bad is set where a (mode 0) value lies outside [-bound,
- * bound) (signed) or [0, bound): the array API's index check, fused into the pass. */
+/* A length V of index type IT clamped to [0, B] (INDEX_REVERSE_LENGTH). */
+#define CLAMPED_LENGTH(IT, V, B) \
+    ((IT)-1 < (IT)0 ? ((int64_t)(V) < 0 ? 0 : ((int64_t)(V) > (B) ? (B) : (int64_t)(V))) \
+                    : ((uint64_t)(V) > (uint64_t)(B) ? (B) : (int64_t)(uint64_t)(V)))
+
+/* The coordinate of one index value; 0: skip the position. *bad is set where a mode-0 value lies outside [-bound,
+ * bound) (signed) or [0, bound). */
 static inline int coordinate(const idx_axis* ax, const char* base, int64_t at, int64_t e, int64_t* c, int* bad) {
     int64_t bound = ax->bound;
     int is_signed = 0;
@@ -42,9 +45,7 @@ static inline int coordinate(const idx_axis* ax, const char* base, int64_t at, i
     default: uv = ((const uint64_t*)base)[at]; break;
     }
     if (ax->mode == 1) {                       /* INDEX_REVERSE_LENGTH */
-        int64_t len;
-        if (is_signed) len = sv < 0 ? 0 : (sv > bound ? bound : sv);
-        else len = uv > (uint64_t)bound ? bound : (int64_t)uv;
+        int64_t len = is_signed ? CLAMPED_LENGTH(int64_t, sv, bound) : CLAMPED_LENGTH(uint64_t, uv, bound);
         *c = e < len ? len - 1 - e : e;
         return 1;
     }
@@ -94,8 +95,7 @@ static int64_t packed_block(const idx_params* p) {
     return blk;
 }
 
-/* Move one inner block: src element so, dst element dd, inner dims [outer,
- * rank); `packed` as packed_block (0 for a constant value). */
+/* Move one inner block (dims [outer, rank)) from src element so to dst element dd; `packed`: packed_block's answer. */
 static inline void block(const idx_params* p, const char* src, char* dst, int64_t so, int64_t dd, int64_t packed) {
     const int64_t es = p->element_size;
     const int64_t first = p->outer, r = p->rank;
@@ -145,8 +145,7 @@ static void span(const int64_t* sizes, const int64_t* strides, int64_t r, int64_
     }
 }
 
-/* Step a row-major walk of dims [0, last) one position on (the data offsets and the na index offsets follow); 0 once
- * every position was visited. */
+/* Step a row-major walk of dims [0, last) one position on, the data and na index offsets with it; 0 at the end. */
 static inline int walk_next(const idx_params* p, int64_t last, int64_t* pos, int64_t* s, int64_t* d, int64_t na,
                             int64_t* io) {
     for (int64_t k = last - 1; k >= 0; k--) {
@@ -170,8 +169,7 @@ static inline int walk_next(const idx_params* p, int64_t last, int64_t* pos, int
 #define PREFETCH_LINE(P) ((void)0)
 #endif
 
-/* One index value as a coordinate in [0, bound) (negative signed values
- * count from the end, then clamped); `out` collects whether it was outside. */
+/* One index value as a coordinate in [0, bound) (negative signed values from the end, then clamped); OUT |= outside. */
 #define CLAMP(IT, V, BOUND, C, OUT)                                                               \
     if ((IT)-1 < (IT)0) {                                                                         \
         int64_t v_ = (int64_t)(V);                                                                \
@@ -201,8 +199,8 @@ static inline int walk_next(const idx_params* p, int64_t last, int64_t* pos, int
     }
 
 /* Every dimension outer, mode-0 index axes of one type that clamp (no skip), plain copies: each innermost row in one
- * typed loop. The reach was checked. pf: the indexed reach is larger than the caches keep (random addresses), so the
- * element PREFETCH_E positions ahead is prefetched (its loads then overlap: 1.5x on a 4 MiB table here). */
+ * typed loop. pf: the indexed reach exceeds the caches (random addresses), so the element PREFETCH_E positions ahead
+ * is prefetched (the loads then overlap: 1.5x on a 4 MiB table here). */
 #define PREFETCH_E 16
 #define PREFETCH_REACH ((int64_t)1 << 18)
 #define ELEMENT_ROW(IT, WT)                                                                       \
@@ -257,11 +255,6 @@ static inline int walk_next(const idx_params* p, int64_t last, int64_t* pos, int
     else if (na == 2) { BY_WORD(ES, ELEMENT_ROW2, IT) }                                           \
     else { BY_WORD(ES, ELEMENT_ROW, IT) }
 
-/* A length V of index type IT clamped to [0, B], as coordinate() reads it. */
-#define CLAMPED_LENGTH(IT, V, B) \
-    ((IT)-1 < (IT)0 ? ((int64_t)(V) < 0 ? 0 : ((int64_t)(V) > (B) ? (B) : (int64_t)(V))) \
-                    : ((uint64_t)(V) > (uint64_t)(B) ? (B) : (int64_t)(uint64_t)(V)))
-
 /* REVERSE_SUBSEQUENCES along the innermost dimension (one length per row). */
 #define REVERSE_ROW(IT, WT)                                                                       \
     {                                                                                             \
@@ -279,10 +272,9 @@ static inline int walk_next(const idx_params* p, int64_t last, int64_t* pos, int
         }                                                                                         \
     }
 
-/* REVERSE_SUBSEQUENCES along an outer dimension (a length per position of the innermost one), each length read and
- * clamped (CLAMPED_LENGTH). A row of lengths that is one length (seen: the last row scanned, kept while the rows
- * along the reversed dimension reuse it) makes each row one source row, copied whole where both are packed; else each
- * element picks its own source row. */
+/* REVERSE_SUBSEQUENCES along an outer dimension (a length per innermost position, clamped). Where a row of lengths
+ * holds one length (seen: the last row scanned, kept while the rows along the reversed dimension reuse it), each row
+ * is one source row, copied whole where both are packed; else each element picks its own source row. */
 #define REVERSE_COL(IT, WT)                                                                       \
     {                                                                                             \
         const int64_t b = bound[0], e = pos[axis[0]], st = stride[0], is = istep[0];              \
@@ -306,8 +298,7 @@ static inline int walk_next(const idx_params* p, int64_t last, int64_t* pos, int
     }
 
 /* Every dimension outer (one element per position), plain copies or skips: the parameters in locals (the
- * destination's char writes would otherwise make the compiler reload them), the innermost dimension in one loop. The
- * reach was checked. */
+ * destination's char writes would otherwise make the compiler reload them), the innermost dimension in one loop. */
 static void run_elements(const idx_params* pp, const char* src, char* dst, const char* const* idx, int* bad) {
     const int64_t r = pp->rank, last = r - 1, na = pp->naxes, es = pp->element_size;
     const int gather = pp->kind == 0;
@@ -364,7 +355,7 @@ static void run_elements(const idx_params* pp, const char* src, char* dst, const
 
 /* One mode-0 clamping index axis over the outer dimensions, each position moving one packed block (an embedding's
  * row): the innermost outer dimension in one typed loop (1.2x the general loop on 256-byte rows; prefetching rows
- * ahead gained nothing here). The reach was checked. */
+ * ahead gained nothing). */
 #define ROWS_LOOP(IT, UNUSED)                                                                     \
     for (int64_t i = 0; i < n; i++) {                                                             \
         int64_t c;                                                                                \
@@ -390,7 +381,7 @@ static void run_rows(const idx_params* p, const char* src, char* dst, const char
 }
 
 /* A pass without index axes (a Copy of the move program, kept by the call cache): the destination's packed suffix in
- * one move per position (a fill where the source is one element broadcast). The reach was checked. */
+ * one move per position (a fill where the source is one element broadcast). */
 static void run_copy(const idx_params* p, const char* src, char* dst) {
     const int64_t r = p->rank, es = p->element_size;
     int fill = 1;
@@ -420,9 +411,8 @@ static void run_copy(const idx_params* p, const char* src, char* dst) {
 
 int odml_index_fits(const idx_params* p, int64_t src_len, int64_t dst_len, const int64_t* idx_len) {
     for (int64_t k = 0; k < p->rank; k++) if (p->sizes[k] == 0) return 1;
-    /* every index element read lies in its tensor, and every data element
-       the pass may reach (its coordinates are always inside [0, bound))
-       lies in its range */
+    /* every index element read lies in its tensor, and every data element the pass may reach (its coordinates are
+       always inside [0, bound)) in its range */
     int64_t lo, hi, s0, s1, d0, d1, reach_lo = 0, reach_hi = 0;
     for (int64_t a = 0; a < p->naxes; a++) {
         const idx_axis* ax = &p->axes[a];
@@ -476,9 +466,8 @@ void odml_index_move(const idx_params* p, const char* src, char* dst, const char
 }
 
 /* Whether a walk over `sizes` with `strides` from `offset` could reach IDX_FAR elements or more (or a size is
- * negative): a record built by hand could otherwise make odml_index_fits' sums wrap around and pass. Bounded so, the
- * fits check's sums of a few such spans stay far below 2^63. The stride of a dimension of size 1, which the walk
- * never steps, may be anything (NumPy and PyTorch allow any there). */
+ * negative): a record built by hand could otherwise make odml_index_fits' sums wrap and pass; so bounded, its sums of
+ * a few spans stay far below 2^63. A size-1 dimension's stride is never stepped (NumPy and PyTorch allow any). */
 #define IDX_FAR ((int64_t)1 << 58)
 static int too_far(const int64_t* sizes, const int64_t* strides, int64_t r, int64_t offset) {
     if (offset <= -IDX_FAR || offset >= IDX_FAR) return 1;
@@ -514,8 +503,6 @@ const char* odml_index_malformed(const idx_params* p, int64_t ninputs) {
     return NULL;
 }
 
-/* run_pass(params: bytes, src_addr, src_len, dst_addr, dst_len, index_addrs: tuple, index_lens: tuple)
- * (lengths in elements of each range's own type). */
 PyObject* odml_py_index_run_pass(PyObject* self, PyObject* args) {
     Py_buffer params;
     unsigned long long src_addr, dst_addr;

@@ -1,7 +1,5 @@
-/* The index-driven passes of the move program (plan.Gather, plan.Scatter) on
- * the CPU (index.c): their parameter block, mirrored by
- * runtime/cpu/backend.py's IndexParams, and the entry points the call cache
- * (runtime/native/calls_move.c) and the Python binding use. */
+/* The CPU's index-driven passes (index.c): their parameter block, mirrored by runtime/cpu/backend.py's IndexParams,
+ * and the entry points of the call cache (runtime/native/calls_move.c) and the Python binding. */
 #ifndef OPENDML_INDEX_H
 #define OPENDML_INDEX_H
 
@@ -30,16 +28,16 @@ typedef struct {
     idx_axis axes[IDX_MAX_AXES];
 } idx_params;
 
-/* Run pass p from src into dst (idx[a] the index tensor of axis a), a pass odml_index_fits accepted for
- * these ranges. *bad is set where a mode-0 index value lay outside its dimension (the array API's index
- * check, fused into the read). */
+/* Run pass p, which odml_index_fits accepted for these ranges, from src into dst (idx[a]: axis a's index tensor);
+ * *bad is set where a mode-0 index value lay outside its dimension. */
 void odml_index_move(const idx_params* p, const char* src, char* dst, const char* const* idx, int* bad);
 /* Whether pass p stays inside ranges of these lengths (in elements of each range's own type; idx_len[a]
  * the elements of axis a's index tensor) whatever the index values. */
 int odml_index_fits(const idx_params* p, int64_t src_len, int64_t dst_len, const int64_t* idx_len);
 /* NULL, or what is wrong with a pass's parameters (ninputs >= 0: each axis's slot below it). */
 const char* odml_index_malformed(const idx_params* p, int64_t ninputs);
-/* index_run_pass(params, src_addr, src_len, dst_addr, dst_len, index_addrs, index_lens): one pass (Python). */
+/* index_run_pass(params: bytes, src_addr, src_len, dst_addr, dst_len, index_addrs: tuple, index_lens: tuple): one
+ * pass (Python), lengths in elements of each range's own type. */
 PyObject* odml_py_index_run_pass(PyObject* self, PyObject* args);
 
 #endif
