@@ -554,15 +554,15 @@ class Device:
         return BindingTable(compiled)
 
     def create_buffer(self, size_in_bytes: int) -> Buffer:
-        """A new zero-filled buffer of ``size_in_bytes`` in [1, 2**46] (``ValidationError`` for a size out of range,
-        not an integer, or not allocatable)."""
+        """A new zero-filled buffer of ``size_in_bytes`` in [1, 2**46] (``ValidationError`` for a size out of range
+        or not an integer; ``AllocationError``, also a ``MemoryError``, for one not allocatable)."""
         size = as_int(size_in_bytes, "size_in_bytes", where="create_buffer")
         if not 1 <= size <= MAX_BUFFER_BYTES:
             raise ValidationError(f"create_buffer: size_in_bytes must be in [1, {MAX_BUFFER_BYTES}]; got {size}")
         try:
             return Buffer(self, size)
         except MemoryError:
-            raise ValidationError(f"create_buffer: could not allocate {size} bytes on {self.kind}") from None
+            raise alloc.AllocationError(f"create_buffer: could not allocate {size} bytes on {self.kind}") from None
 
     def upload(self, array: ArrayLike, tensor: TensorDesc | None = None, *, casting: str = "safe") -> Buffer:
         """A new buffer holding ``array`` (numbers): its packed bytes, then zeros up to its size rounded up to 4, or,

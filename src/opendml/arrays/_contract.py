@@ -138,8 +138,8 @@ def _data_type(spelling):
             torch = sys.modules.get("torch")
             if torch is not None and isinstance(getattr(torch, spelling[6:], None), torch.dtype):
                 return _BY_NAME.get(spelling[6:])
-    if spelling is None or isinstance(spelling, (bool, int, float)):
-        raise TypeError(spelling)        # np.dtype(None) is float64, and numbers are no dtypes
+    if spelling is None or isinstance(spelling, (bool, int, float, np.number, np.bool_)):
+        raise TypeError(spelling)        # np.dtype(None) is float64, numbers are no dtypes (NumPy's read as theirs)
     try:
         dt = np.dtype(spelling)
     except Exception:                     # noqa: BLE001 - numpy.dtype refuses it: no dtype
@@ -191,7 +191,8 @@ def dtype_argument(dtype, function: str):
     """A dtype argument as the ``DataType`` the operator's support table lists (``UnsupportedError`` naming them;
     ``ValidationError`` for no dtype)."""
     cls = OPERATOR_OF[function]
-    if (member := enum_member(DataType, dtype)) is not None:   # its int value: how torch.compile passes a member
+    # its int value (NumPy's ints as Python's): how torch.compile passes a member
+    if (member := enum_member(DataType, int(dtype) if isinstance(dtype, np.integer) else dtype)) is not None:
         dtype = member
     try:
         dt = data_type(dtype)
@@ -316,7 +317,7 @@ def axis(value, rank: int, function: str) -> int:
         raise ValidationError(f"{function}: axis must be an integer; got {value!r}")
     try:
         a = operator.index(value)
-    except TypeError:
+    except Exception:  # noqa: BLE001 - no int value (as_int's reason)
         raise ValidationError(f"{function}: axis must be an integer; got {_short(value)}") from None
     if not -rank <= a < rank:
         raise ValidationError(f"{function}: axis must be in [{-rank}, {rank - 1}] for arrays of {rank} dimensions; "

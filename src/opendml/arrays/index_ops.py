@@ -68,7 +68,7 @@ def count(value, where: str, field: str, lo: int, what: str) -> int:
         raise _contract.field_error(where, field, f"be an integer ({what})", value)
     try:
         v = operator.index(value)
-    except TypeError:
+    except Exception:  # noqa: BLE001 - no int value (as_int's reason)
         raise _contract.field_error(where, field, f"be an integer ({what})", value) from None
     if v < lo:
         raise _contract.field_error(where, field, f"be >= {lo} ({what})", v)

@@ -27,7 +27,7 @@ def as_int(value, what: str, *, where: str) -> int:
         raise ValidationError(f"{where}: {what} must be an integer; got {value!r}")
     try:
         return operator.index(value)
-    except TypeError:
+    except Exception:  # noqa: BLE001 - no int value (a PyTorch meta tensor's, a JAX tracer's, any __index__ failing)
         raise ValidationError(
             f"{where}: {what} must be an integer; got {_short(value)} of type {type(value).__name__}"
         ) from None
@@ -56,12 +56,16 @@ def as_int_tuple(values, what: str, *, where: str, length: int | None = None,
         raise ValidationError(f"{where}: {what} must be a sequence of integers; got a masked array "
                               f"(its mask would be dropped): pass values.filled(...) or values.data")
     if hasattr(values, "tolist") and not isinstance(values, (list, tuple)):
-        values = values.tolist()  # NumPy arrays and scalars of arrays
+        try:
+            values = values.tolist()  # NumPy arrays and scalars of arrays
+        except Exception:  # noqa: BLE001 - values that cannot be read (a meta tensor's, a JAX tracer's)
+            raise ValidationError(f"{where}: {what} must be a sequence of integers; got {_short(values)}, whose "
+                                  f"values cannot be read") from None
         if not isinstance(values, list):
             raise ValidationError(f"{where}: {what} must be a sequence of integers; got the scalar {_short(values)}")
     try:
         items = list(itertools.islice(iter(values), max_length + 1))
-    except TypeError:
+    except Exception:  # noqa: BLE001 - not iterable, or its items cannot be read
         raise ValidationError(
             f"{where}: {what} must be a sequence of integers; got {type(values).__name__}"
         ) from None

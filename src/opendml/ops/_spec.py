@@ -400,7 +400,7 @@ def scalar_int(value) -> int | None:
     if getattr(value, "ndim", None) == 0:
         try:
             return operator.index(value)
-        except TypeError:
+        except Exception:  # noqa: BLE001 - no int value (as_int's reason): as_int names it
             return None
     return None
 

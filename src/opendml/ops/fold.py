@@ -36,11 +36,13 @@ def _is_sequence(value) -> bool:
 def _window_count(window) -> int | None:
     """``prod(window)`` where every entry is an int >= 1 (as ``as_int`` reads
     it: a 0-d integer array too), else None."""
-    if not _is_sequence(window) or any(isinstance(w, bool) for w in window):
+    if not _is_sequence(window):
         return None
     try:
-        sizes = [operator.index(w) for w in window]
-    except TypeError:
+        sizes = [None if isinstance(w, bool) else operator.index(w) for w in window]
+    except Exception:  # noqa: BLE001 - no int value (as_int's reason): the rules name it
+        return None
+    if None in sizes:
         return None
     return math.prod(sizes) if all(w >= 1 for w in sizes) else None
 
@@ -103,7 +105,12 @@ class FoldOperatorDesc(_Windowed):
             if not _is_sequence(spatial):
                 raise api.field_error("fold", "OutputTensor.Sizes", "be an int or a sequence of ints (output_sizes)",
                                       spatial)
-            out = api.sizes_of("fold", "OutputTensor", lambda: TensorDesc(t.data_type, (t.sizes[-3], c, *spatial)))
+            try:
+                sizes = (t.sizes[-3], c, *spatial)
+            except Exception:  # noqa: BLE001 - items that cannot be read (as_int_tuple's reason)
+                raise api.field_error("fold", "OutputTensor.Sizes", "be an int or a sequence of ints (output_sizes)",
+                                      spatial) from None
+            out = api.sizes_of("fold", "OutputTensor", lambda: TensorDesc(t.data_type, sizes))
             return cls(t, out, window, *others)
         return make
 

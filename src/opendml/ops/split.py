@@ -56,7 +56,7 @@ class SplitOperatorDesc(WholeAxis, MoveOperatorDesc):
         for i, s in enumerate(sizes):       # ints as the other fields read them (a 0-d integer array too)
             try:
                 ints.append(None if isinstance(s, bool) else operator.index(s))
-            except TypeError:
+            except Exception:  # noqa: BLE001 - no int value (as_int's reason)
                 ints.append(None)
             if ints[i] is None or ints[i] < 1:
                 raise api.field_error("split", f"OutputTensors[{i}].Sizes[{a}]", f"be an int >= 1 (sizes[{i}])", s)

@@ -251,7 +251,7 @@ def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
                 continue
             try:                            # (NumPy's 1-element array has __index__, and refuses)
                 changes[name] = None if isinstance(value, bool) else operator.index(value)
-            except TypeError:
+            except Exception:  # noqa: BLE001 - no int value (a meta tensor's, any __index__ failing)
                 changes[name] = None
             if changes[name] is None:
                 raise TypeError(f"configure: {name} must be an int; got {_kind(value)}")

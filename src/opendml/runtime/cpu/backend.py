@@ -322,6 +322,8 @@ class CpuBackend:
         dst = dsts[p.dst]
         src = dst if params.has_value else srcs[p.src]
         idx = [srcs[ix.index] for ix in p.indices]
+        if not all(a.flags.aligned for a in (src, *idx)):
+            return None                   # (misaligned words, which index.c's typed loads cannot read: NumPy's)
         args = (bytes(params), src.ctypes.data, src.shape[0], dst.ctypes.data, dst.shape[0],
                 tuple(a.ctypes.data for a in idx), tuple(a.shape[0] for a in idx))
 

@@ -104,14 +104,22 @@ static PyObject *new_output(PyArray_Descr *dtype, int rank, const int64_t *dims6
 }
 
 /* One index-driven pass (index.c; its reach checked when recorded): ODML_OK, or ODML_EPARAM where a checked pass met
- * an index outside its dimension (the Python route then runs the call and raises the error naming it). */
+ * an index outside its dimension or an input is misaligned (the Python route then runs the call: for the first, it
+ * raises the error naming the index). */
 static int index_pass(const Pass *p, char *const *dsts, const char *const *srcs) {
     const idx_params *ip = (const idx_params *)p->index;
     const char *idx[IDX_MAX_AXES];
     char *dst = dsts[p->dst];
+    const char *src = p->src < 0 ? dst : srcs[p->src];
     int bad = 0;
-    for (int64_t a = 0; a < ip->naxes; a++) idx[a] = srcs[ip->axes[a].slot];
-    odml_index_move(ip, p->src < 0 ? dst : srcs[p->src], dst, idx, &bad);
+    /* index.c's typed loads need aligned words: a misaligned input (keyed as an aligned one is) takes the route */
+    uintptr_t misaligned = (uintptr_t)src & (uintptr_t)(ip->element_size - 1);
+    for (int64_t a = 0; a < ip->naxes; a++) {
+        idx[a] = srcs[ip->axes[a].slot];
+        misaligned |= (uintptr_t)idx[a] & (uintptr_t)(odml_type_size[ip->axes[a].type] - 1);
+    }
+    if (misaligned) return ODML_EPARAM;
+    odml_index_move(ip, src, dst, idx, &bad);
     return p->checked && bad ? ODML_EPARAM : ODML_OK;
 }
 
