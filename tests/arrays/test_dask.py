@@ -478,8 +478,9 @@ def _unknown(n, dtype=np.float32):
 def test_unknown_chunk_sizes_are_refused_on_every_route(call, where):
     """The index functions read the shapes before any route: unknown sizes were a NumPy ValueError there
     (``cannot convert float NaN to integer``); every route now refuses them with the one message."""
+    argument = where.split("the chunk sizes of ")[1]    # the message names the array to call it on
     with pytest.raises(dml.ValidationError, match=rf"^{re.escape(where)} are unknown \(NaN\); call "
-                                                  rf"x.compute_chunk_sizes\(\) first$"):
+                                                  rf"{re.escape(argument)}.compute_chunk_sizes\(\) first$"):
         call()
 
 

@@ -271,7 +271,7 @@ def _check_input(function: str, x, argument: str, slot: str | None) -> None:
         return
     if any(n != n for n in x.shape):      # before anything reads the sizes (the index functions' makers do)
         raise ValidationError(f"{function}: the chunk sizes of {argument} are unknown (NaN); call "
-                              f"x.compute_chunk_sizes() first")
+                              f"{argument}.compute_chunk_sizes() first")
     shape = [int(n) for n in x.shape]
     if 0 in shape:
         raise ValidationError(f"{function}: {argument} must have no dimension of size 0 (DirectML's tensor sizes "
