@@ -51,7 +51,7 @@ class Buffer:
 
     def write(self, array: ArrayLike, tensor: TensorDesc | None = None, offset: int = 0, *, casting: str = "safe") -> None:
         """Write ``array``'s elements at byte ``offset``: the tensor's elements only (bytes between them keep their
-        values); of elements a stride of 0 puts in one place, the first along that dimension.
+        values); where a stride of 0 makes elements share memory, the first along that dimension is stored.
 
         Parameters
         ----------

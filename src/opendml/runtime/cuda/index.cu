@@ -753,7 +753,8 @@ __device__ __forceinline__ uint4 ix_reversed_piece<u16>(const uint4& A, const ui
 // for the clamp: two memory latencies a step), and every piece takes one path (masks, ix_first_words), not three
 // divergent ones: (4096, 4096, 8) float32 along rows went from 0.84-0.86 of copy to 0.95 (1.24x torch.flip), float16
 // rows of 16 from 0.72 to 0.89 (with ix_reversed_piece<u16>). Four pieces a lane a step (72 registers) ran 0.65, two
-// 0.73-0.77, a piece a thread 0.62 (ix_gather_positions 0.34). H200 measurements: benchmarks/RESULTS.md, session 25.
+// 0.73-0.77, a piece a thread 0.62 (ix_gather_positions 0.34). H200 measurements: benchmarks/RESULTS.md, sessions 20
+// (the pieces a lane) and 25 (the load order).
 template <typename W, typename I, int NO>
 __global__ void __launch_bounds__(IX_THREADS, 8) ix_reverse_pieces(IX_PARAMS) {
     constexpr int V = 16 / (int)sizeof(W);

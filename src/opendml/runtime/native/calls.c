@@ -378,7 +378,8 @@ const odml_torch_api *tapi;
 static PyObject *tapi_owner;
 static PyObject *s_dtype_kw;            /* ("dtype",): new_empty's keyword */
 
-/* A key's last words: the device, the address mod 16 (CPU kernels take any alignment: device -1 gets one class). */
+/* A key's last words: the device, the address mod 16 (device -1 gets one class: the CPU copy kernels take any
+ * alignment, and index_pass declines a misaligned input at run time). */
 static int put_device(Key *k, int64_t device, uint64_t ptr) {
     return put(k, device) < 0 || put(k, device < 0 ? 0 : (int64_t)(ptr & 15)) < 0 ? -1 : 0;
 }

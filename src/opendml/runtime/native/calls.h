@@ -217,6 +217,7 @@ int move_pass_ready(Pass *mp, const int64_t *span, const int *in_size, const int
                     int n_in, int n_out);
 int index_pass_fits(const Pass *mp, const idx_params *p, const int64_t *span, const int *in_size, const int64_t *count,
                     const int *out_size, int n_in, int n_out);
+/* An input's origin and span, in elements. */
 int input_layout(PyArrayObject *x, int64_t *origin, int64_t *span);
 extern const int move_npy_type[12];
 int64_t descr_type(PyArray_Descr *d);
@@ -250,8 +251,8 @@ typedef PyObject *(*move_fn)(PyObject *const *args, Py_ssize_t nargs);
  * by its eager entry, CUDA tensors by cuda_move, CPU ones by their NumPy views' entries (a described tensor keyed
  * without a view: torch_view_key); None where none serves. */
 PyObject *torch_call(PyObject *const *args, Py_ssize_t nargs);
-/* The key of a call on one plain PyTorch CPU tensor the accessors described (in): its NumPy view's words, so one
- * entry serves both; -1: not one of the 11 element types. torch_move_key: call_cache_entry's key on one tensor. */
+/* The key of a call on one plain PyTorch CPU tensor the accessors described (in): numpy_key's words for its NumPy
+ * view after move_key's head, so one entry serves both; -1: not one of the 11 element types. torch_move_key: call_cache_entry's key on one tensor. */
 int torch_view_key(Key *k, PyObject *op, PyObject *const *args, Py_ssize_t nargs, const odml_torch_info *in);
 int torch_move_key(Key *k, PyObject *const *args, Py_ssize_t nargs);
 int64_t torch_type(PyObject *dtype);

@@ -366,7 +366,7 @@ static PyObject *put_move(PyObject *op, PyObject *x, PyObject *call_args, PyObje
                         "64 passes are required");
         return NULL;
     }
-    /* held: reading the record may run Python code (an origin's __index__) that empties x */
+    /* held: reading the record may run Python code (an origin's __index__, a flag's __bool__) that empties x */
     for (int i = 0; i < n_in; i++) Py_INCREF(in[i]);
     PyObject *result = NULL;
     if (planned != Py_None && (!PyTuple_Check(planned) || PyTuple_GET_SIZE(planned) != n_in)) {
@@ -851,7 +851,8 @@ static int index_step(Pass *s, PyObject *t, int n_in, int n_out) {
 }
 
 /* Whether the inputs still read as their words in k (input i's from at[i]: cuda_move_key's) and lie at ptr: an
- * allocation may have run Python code that changed one (x.set_()). The call's arguments are not read again. */
+ * allocation may have run Python code that changed one (x.set_(), x.resize_()). The call's arguments are not read
+ * again: the call is answered for the arguments it was given. */
 int inputs_still_keyed(const Key *k, const int *at, int torch, PyObject **in, int n, const uint64_t *ptr) {
     for (int i = 0; i < n; i++) {
         Key now;

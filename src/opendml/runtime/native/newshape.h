@@ -13,8 +13,8 @@
 
 #include "cpu/common.h"
 
-/* The kernels a plan runs (the operators' PLAIN_KERNEL names, in runtime/calls.py's NEW_KINDS order) and the CPU
- * kernel code (params.h's) of each. */
+/* The kernels a plan runs (the operators' PLAIN_KERNEL names; the `kind` Python passes, in runtime/calls.py's
+ * NEW_KINDS order) and the CPU kernel code (params.h's) of each. */
 enum { ODML_NEW_COPY = 0, ODML_NEW_WINDOWS = 1, ODML_NEW_SCATTER = 2, ODML_NEW_WINDOW_SUMS = 3, ODML_NEW_KINDS = 4 };
 
 static inline int odml_new_kernel(int kind) {
@@ -203,9 +203,9 @@ enum {
     ODML_LOWER_SPACE_TO_DEPTH = 4, ODML_LOWER_DEPTH_TO_SPACE = 5, ODML_LOWER_JOIN = 6, ODML_LOWER_SPLIT = 7,
     ODML_LOWER_DIAGONAL_MATRIX = 8
 };
-/* A lowering number's bits (arrays/front.py sets them): the function offers its arrays as one list or tuple (an
- * "arrays" argument, or the index route's tuple); bits 0-7 are a first five's plain lowering (ODML_PLAIN_*, the
- * operator's C_PLAIN), lowered to one tuned pass. */
+/* A lowering number's bits (arrays/front.py sets them). ODML_LOWER_SEQUENCE: the function offers its arrays as one
+ * list or tuple (an "arrays" argument, or the index route's tuple). ODML_LOWER_PLAIN: bits 0-7 are a first five's
+ * plain lowering (ODML_PLAIN_*, the operator's C_PLAIN), lowered to one tuned pass. */
 #define ODML_LOWER_SEQUENCE (1 << 24)
 #define ODML_LOWER_PLAIN (1 << 25)
 
@@ -324,9 +324,9 @@ static inline int odml_index_cuda_conf_read(PyObject *t, odml_index_cuda_conf *c
 int odml_ix_outer(const idx_params *p);
 
 /* The launches of index pass p (a Gather, kind 0, or a Scatter, kind 1) as runtime/cuda/index.py's plan_pass plans
- * them (PassPlan.launches) for its source's element 0 at src, its destination's at dst: their count (2 for "owner"),
- * L[0..count) filled but for their slots; -1 where the Python route must run it ("sort"; a last-only or accumulating
- * pass; a grid past 2^31 - 1 blocks; a rank past index.cu's). */
+ * them (PassPlan.launches) for its source's element 0 at src, its destination's at dst: their count (1, or 2 for
+ * "owner"), L[0..count) filled but for their slots; -1 where the Python route must run it ("sort"; a last-only or
+ * accumulating pass; a grid past 2^31 - 1 blocks; a rank past index.cu's). */
 int odml_index_cuda(const idx_params *p, const odml_index_cuda_conf *c, uint64_t src, uint64_t dst, odml_move_launch *L);
 
 /* The launches of the lowered program g (at most ODML_MOVE_PROG_MAX_PASSES) for slots whose element 0 lies at
