@@ -1,4 +1,5 @@
 """Session 31's hostile try: each test pins a defect the try found (a failing test first, then the fix)."""
+import numpy as np
 import pytest
 
 import opendml as dml
@@ -205,3 +206,49 @@ def test_the_index_kernel_reads_no_misaligned_word(monkeypatch, dtype):
             got = call(u)
             assert got.tobytes() == want.tobytes()
             assert all(src % size == 0 for src, _ in seen), "index.c read a misaligned array"
+
+
+_HUGE = 10**5000          # more digits than Python prints (sys.get_int_max_str_digits: 4300)
+
+
+@pytest.mark.parametrize("call", [
+    lambda b: dml.slice(np.ones((2, 2)), [0, b], [1, 1], [1, 1]),
+    lambda b: dml.slice1(np.ones((2, 2)), [0, 0], [1, 1], [1, -b]),
+    lambda b: dml.tile(np.ones((2, 2), np.float32), [1, b]),
+    lambda b: dml.pad(np.ones((2, 2)), [0, b], [0, 0]),
+    lambda b: dml.unfold(np.ones((1, 1, 4, 4), np.float32), 3, b),
+    lambda b: dml.fold(np.ones((1, 18, 4), np.float32), [4, 4], [3, b]),
+    lambda b: dml.join([np.ones(2), np.ones(2)], b),
+    lambda b: dml.split(np.ones((2, 4)), 1, [b, 1]),
+    lambda b: dml.gather(np.ones((2, 2)), np.array([0]), b),
+    lambda b: dml.one_hot(np.array([0, 1]), b, np.array([0., 1.], np.float32)),
+    lambda b: dml.diagonal_matrix(shape=(2, b)),
+    lambda b: dml.TensorDesc("FLOAT32", [1, b]),
+    lambda b: dml.calc_buffer_tensor_size("FLOAT32", [b]),
+    lambda b: dml.Device("cpu").create_buffer(b),
+    lambda b: dml.configure(threads=b),
+], ids=["slice", "slice1", "tile", "pad", "unfold", "fold", "join", "split", "gather", "one_hot", "diagonal_matrix",
+        "TensorDesc", "calc_buffer_tensor_size", "create_buffer", "configure"])
+@pytest.mark.parametrize("sign", [1, -1])
+def test_an_integer_too_long_to_print_is_a_validation_error_naming_its_size(call, sign):
+    # an int of more digits than Python prints made the error message itself raise ValueError ("Exceeds the limit
+    # (4300 digits) for integer string conversion"); every int a description reads stays below 2**INT_BITS
+    for _ in range(2):                    # the second call as the first (the caches hold no error)
+        with pytest.raises(dml.ValidationError, match=r"an integer of 16610 bits$") as info:
+            call(sign * _HUGE)
+        assert len(str(info.value)) < 200
+
+
+def test_the_command_line_names_an_integer_too_long_to_print(tmp_path):
+    import json
+    import subprocess
+    import sys
+    spec = {"Operator": "PADDING", "InputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 4, 4]},
+            "OutputTensor": {"DataType": "FLOAT32", "Sizes": [1, 1, 8, 10]}, "PaddingMode": "CONSTANT",
+            "PaddingValue": 9, "StartPadding": [0, 0, 1, 2], "EndPadding": [0, 0, 3, 4]}
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(spec).replace("[0, 0, 1, 2]", "[0, 0, 1, " + "9" * 4200 + "]"))
+    r = subprocess.run([sys.executable, "-m", "opendml", "validate", str(path)], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "StartPadding[3] must be an integer of at most 1024 bits; got an integer of " \
+        "13953 bits" in r.stderr

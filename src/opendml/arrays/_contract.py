@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-from ..model._checks import UINT32_MAX, _short
+from ..model._checks import UINT32_MAX, _short, number
 from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
@@ -321,7 +321,7 @@ def axis(value, rank: int, function: str) -> int:
         raise ValidationError(f"{function}: axis must be an integer; got {_short(value)}") from None
     if not -rank <= a < rank:
         raise ValidationError(f"{function}: axis must be in [{-rank}, {rank - 1}] for arrays of {rank} dimensions; "
-                              f"got {a}")
+                              f"got {number(a)}")
     return a % rank
 
 

@@ -21,16 +21,31 @@ INT32_MAX = 2**31 - 1
 UINT64_MAX = 2**64 - 1
 
 
+#: The magnitude every integer a description reads stays below. Every field's range is far smaller; the bound keeps
+#: a value, and any product of a few of them, printable in a message (Python refuses to print an int of more than
+#: 4,300 digits: ``sys.get_int_max_str_digits``).
+INT_BITS = 1024
+_INT_LIMIT = 1 << INT_BITS
+
+
 def as_int(value, what: str, *, where: str) -> int:
-    """Return ``value`` as an int; refuse bools, floats and non-integers."""
+    """Return ``value`` as an int; refuse bools, floats, non-integers and integers of more than ``INT_BITS`` bits."""
     if isinstance(value, bool) or value is None:
         raise ValidationError(f"{where}: {what} must be an integer; got {value!r}")
     try:
-        return operator.index(value)
+        v = operator.index(value)
     except Exception:  # noqa: BLE001 - no int value (a PyTorch meta tensor's, a JAX tracer's, any __index__ failing)
         raise ValidationError(
             f"{where}: {what} must be an integer; got {_short(value)} of type {type(value).__name__}"
         ) from None
+    if -_INT_LIMIT < v < _INT_LIMIT:
+        return v
+    raise ValidationError(f"{where}: {what} must be an integer of at most {INT_BITS} bits; got {number(v)}")
+
+
+def number(v: int) -> str:
+    """An int for a message: its digits, or its size in bits past ``INT_BITS`` (too long to print)."""
+    return str(v) if -_INT_LIMIT < v < _INT_LIMIT else f"an integer of {v.bit_length()} bits"
 
 
 def as_int_tuple(values, what: str, *, where: str, length: int | None = None,
@@ -44,7 +59,7 @@ def as_int_tuple(values, what: str, *, where: str, length: int | None = None,
     if (kind is tuple or kind is list) and len(values) <= max_length and (length is None or len(values) == length):
         # the common case, decided without the general checks below
         ints = tuple(values)
-        if all(type(v) is int for v in ints):
+        if all(type(v) is int and -_INT_LIMIT < v < _INT_LIMIT for v in ints):
             return ints
     if isinstance(values, (str, bytes, bytearray)) or values is None:
         raise ValidationError(f"{where}: {what} must be a sequence of integers; got {_short(values)}")
@@ -85,6 +100,8 @@ _REPR.maxstring = _REPR.maxlong = _REPR.maxother = 40
 
 def _short(value) -> str:
     """A bounded repr for messages (huge or deeply nested values stay one short line)."""
+    if type(value) is int and not -_INT_LIMIT < value < _INT_LIMIT:
+        return number(value)
     try:
         return _REPR.repr(value)
     except Exception:  # a hostile __repr__: name the type only

@@ -21,6 +21,7 @@ import operator
 from ..plan import FoldPlan, WindowSums
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
+from ..model._checks import INT_BITS
 from .unfold import MAX_SPATIAL_DIMENSIONS, WINDOW_DOC, UnfoldOperatorDesc, _Windowed, plain_window_fields
 from ._common import plain_ints
 from ._spec import FLOAT_TYPES, WINDOW_SUMS, Binding, per_axis
@@ -34,8 +35,8 @@ def _is_sequence(value) -> bool:
 
 
 def _window_count(window) -> int | None:
-    """``prod(window)`` where every entry is an int >= 1 (as ``as_int`` reads
-    it: a 0-d integer array too), else None."""
+    """``prod(window)`` where every entry is an int in [1, 2**INT_BITS) (as ``as_int`` reads it: a 0-d integer
+    array too), else None."""
     if not _is_sequence(window):
         return None
     try:
@@ -44,7 +45,7 @@ def _window_count(window) -> int | None:
         return None
     if None in sizes:
         return None
-    return math.prod(sizes) if all(w >= 1 for w in sizes) else None
+    return math.prod(sizes) if all(1 <= w < 1 << INT_BITS for w in sizes) else None
 
 #: Every size product is computed in 64-bit signed arithmetic by the kernels.
 INT64_MAX = 2**63 - 1

@@ -24,6 +24,7 @@ import os
 import threading
 import types
 
+from ..model._checks import number
 from ..model.errors import UnsupportedError, ValidationError
 
 __all__ = ["Config", "configure", "config", "default_cache_bytes", "KERNEL_CHOICES"]
@@ -256,7 +257,7 @@ def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
             if changes[name] is None:
                 raise TypeError(f"configure: {name} must be an int; got {_kind(value)}")
             if not lo <= changes[name] <= hi:
-                raise ValidationError(f"configure: {name} must be in [{lo}, {hi}]; got {changes[name]}")
+                raise ValidationError(f"configure: {name} must be in [{lo}, {hi}]; got {number(changes[name])}")
         if call_cache is not None:
             if not isinstance(call_cache, bool):
                 raise TypeError(f"configure: call_cache must be True or False; got {_kind(call_cache)}")
