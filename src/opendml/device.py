@@ -505,8 +505,12 @@ class Device:
         """
         if isinstance(operator, OperatorDesc):
             operator = self.create_operator(operator)
-        if not isinstance(operator, Operator) or operator.device is not self:
-            raise ValidationError("compile_operator: expected an Operator created by this device")
+        if not isinstance(operator, Operator):
+            raise ValidationError(f"compile_operator: operator must be an Operator created by this device or an "
+                                  f"operator description; got {type(operator).__name__}")
+        if operator.device is not self:
+            raise ValidationError(f"compile_operator: operator must be an Operator created by this device; got an "
+                                  f"Operator of another device, {operator.device!r} (compile operator.desc here)")
         return CompiledOperator(self, operator)
 
     def initialize_operator(self, compiled: CompiledOperator,
@@ -621,24 +625,26 @@ class Device:
         Raises
         ------
         ValidationError
-            If the number of arrays is wrong, an array does not fit its
+            If ``desc`` is not an operator description, the number of arrays is wrong, an array does not fit its
             tensor, or the operator has several outputs.
         UnsupportedError
             If the description is invalid at this device's feature level, or the device cannot run the operator.
         """
         outputs = self.run_all(desc, *arrays)
         if len(outputs) != 1:
-            raise ValidationError(f"Device.run: {desc.OPERATOR} has {len(outputs)} output tensors, and run returns "
+            raise ValidationError(f"Device.run: {getattr(desc, 'desc', desc).OPERATOR} has {len(outputs)} output tensors, and run returns "
                                   f"one; Device.run_all returns them all")
         return outputs[0]
 
     def run_all(self, desc: OperatorDesc, *arrays: ArrayLike) -> list[np.ndarray]:
         """``run`` returning every output: an array per output tensor, in slot order (each of SPLIT's
         ``OutputTensors`` counting)."""
+        if not isinstance(desc, (OperatorDesc, Operator)):
+            raise ValidationError(f"Device.run: desc must be an operator description; got {type(desc).__name__}")
         compiled = self.compile_operator(desc)
         tensors = compiled.input_tensors
         if len(arrays) != len(tensors):
-            raise ValidationError(f"Device.run: {desc.OPERATOR} takes {len(tensors)} input array(s); "
+            raise ValidationError(f"Device.run: {compiled.desc.OPERATOR} takes {len(tensors)} input array(s); "
                                   f"got {len(arrays)}")
         inputs = [BufferBinding(self.upload(x, t)) for x, t in zip(arrays, tensors)]
         owned = [bool(t.flags & TensorFlags.OWNED_BY_DML) for t in tensors]
