@@ -335,6 +335,18 @@ def test_run_refuses_an_operator_of_several_outputs():
     assert first.tolist() == [[[[0, 1], [5, 6]]]] and second.tolist() == [[[[2, 3, 4], [7, 8, 9]]]]
 
 
+def test_buffer_binding_offset_past_the_end_without_a_size_names_the_offset():
+    """Without ``size_in_bytes`` the range is the rest of the buffer: an offset past its end is named as such (it
+    said "SizeInBytes must be in [0, ...]; got -64", a size the user never gave)."""
+    device = dml.Device("cpu")
+    buf = device.create_buffer(64)
+    with pytest.raises(dml.BindingError, match=r"^BufferBinding: Offset must be <= the buffer's 64 bytes where "
+                                               r"SizeInBytes is None \(the rest of the buffer\); got 128$"):
+        dml.BufferBinding(buf, 128)
+    assert dml.BufferBinding(buf, 64).size_in_bytes == 0          # the end itself: an empty rest, refused at binding
+    assert dml.BufferBinding(buf, 128, 16).end == 144             # a given size: checked against the tensor at binding
+
+
 def test_run_given_an_operator_names_its_operator_in_every_error():
     """``run`` compiles an ``Operator`` as ``compile_operator`` does; its count and output errors read the operator's
     name from the compiled operator (they raised AttributeError: 'Operator' object has no attribute 'OPERATOR')."""

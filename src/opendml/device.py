@@ -253,7 +253,8 @@ class BufferBinding:
     Raises
     ------
     BindingError
-        If ``buffer`` is not a ``Buffer``, or ``offset`` or ``size_in_bytes`` not an integer in [0, 2**64 - 1].
+        If ``buffer`` is not a ``Buffer``, ``offset`` or ``size_in_bytes`` not an integer in [0, 2**64 - 1], or
+        ``offset`` past the buffer's end where ``size_in_bytes`` is None.
     """
     buffer: Buffer
     offset: int = 0
@@ -263,6 +264,9 @@ class BufferBinding:
         if not isinstance(self.buffer, Buffer):
             raise BindingError(f"BufferBinding: Buffer must be an opendml Buffer; got {type(self.buffer).__name__}")
         object.__setattr__(self, "offset", _binding_int(self.offset, "Offset"))
+        if self.size_in_bytes is None and self.offset > self.buffer.size_in_bytes:
+            raise BindingError(f"BufferBinding: Offset must be <= the buffer's {self.buffer.size_in_bytes} bytes where "
+                               f"SizeInBytes is None (the rest of the buffer); got {self.offset}")
         size = self.buffer.size_in_bytes - self.offset if self.size_in_bytes is None else self.size_in_bytes
         object.__setattr__(self, "size_in_bytes", _binding_int(size, "SizeInBytes"))
 
