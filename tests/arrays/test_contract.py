@@ -599,3 +599,32 @@ def test_a_nested_tensor_after_a_plain_one_of_its_dtype_and_rank_is_refused_by_n
     for _ in range(3):
         with pytest.raises(dml.UnsupportedError, match="^gather: nested PyTorch tensors are not supported"):
             dml.gather(nested, torch.tensor([0, 1]), 0)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: dml.slice_grad(np.ones((1, 2), np.float32), (1, 0), [0, 0], [1, 2], [1, 1]),
+     r"^SLICE_GRAD: OutputGradientTensor.Sizes\[1\] must be in \[1, 4294967295\]; got 0 "
+     r"\(OutputGradientTensor.Sizes = input_sizes\)$"),
+    (lambda: dml.slice_grad(np.ones((1, 2), np.float32), 3, [0, 0], [1, 2], [1, 1]),
+     r"^SLICE_GRAD: OutputGradientTensor.Sizes must be a sequence of integers; got int "
+     r"\(OutputGradientTensor.Sizes = input_sizes\)$"),
+    (lambda: dml.slice1(np.ones((2, 2), np.float32), [0, 0], [2, 2], [1, 1], [1, 2.0]),
+     r"^SLICE1: OutputTensor.Sizes\[1\] must be an integer; got 2.0 of type float "
+     r"\(OutputTensor.Sizes = output_sizes\)$"),
+    (lambda: dml.fold(np.ones((1, 4, 1), np.float32), [0, 2], 2),
+     r"^FOLD: OutputTensor.Sizes\[2\] must be in \[1, 4294967295\]; got 0 "
+     r"\(OutputTensor.Sizes = x's N, C and output_sizes\)$"),
+    (lambda: dml.one_hot(np.zeros(3, np.int32), 2 ** 32, np.array([0, 1], np.float32)),
+     r"^ONE_HOT: OutputTensor.Sizes\[1\] must be in \[1, 4294967295\]; got 4294967296 "
+     r"\(OutputTensor.Sizes = indices.shape with depth at axis\)$"),
+    (lambda: dml.diagonal_matrix(shape=(2 ** 20, 2 ** 20), dtype="float32"),
+     r"^DIAGONAL_MATRIX1: OutputTensor: the element count \(product of Sizes \[1048576, 1048576\]\) must be <= "
+     r"4294967295; got 1099511627776 \(OutputTensor.Sizes = shape\)$"),
+], ids=["slice_grad-size", "slice_grad-int", "slice1", "fold", "one_hot", "diagonal_matrix"])
+def test_an_output_shape_argument_is_named_in_its_tensors_error(call, message):
+    """An output shape the function builds from an argument (``input_sizes``, ``output_sizes``, ``depth``,
+    ``shape``) names that argument as the user spelt it after DirectML's field, as a derived output names its origin
+    (the messages named only ``OutputGradientTensor.Sizes[1]``, which the call never spells)."""
+    for _ in range(2):                    # the second call as the first (the caches hold no error)
+        with pytest.raises(dml.ValidationError, match=message):
+            call()

@@ -10,7 +10,8 @@ the one message each fault gets, whatever the operator and the framework:
 * a rank the table lacks, a dimension of size 0, more than UINT32 elements (a broadcast view) or unknown Dask chunk
   sizes: ``ValidationError``;
 * a bad axis (``axis``), or a bad field: the description's own rule, or ``field_error``/``sizes_of`` where the
-  function reads an argument itself, named as the descriptions name it (``<OPERATOR>: <field> must ...; got``).
+  function reads an argument itself, named as the descriptions name it (``<OPERATOR>: <field> must ...; got``; an
+  output's sizes made from an argument then name it: `` (OutputTensor.Sizes = output_sizes)``).
 
 The operator classes declare which operator a function builds (``BINDING``): ``OPERATOR_OF`` is read from
 ``opendml.ops.OPERATORS``. ``data_type`` is the one conversion of a dtype spelling (NumPy, PyTorch, JAX/ml_dtypes,
@@ -383,9 +384,12 @@ def field_error(function: str, field: str, rule: str, value) -> ValidationError:
     return ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {field} must {rule}; got {_short(value)}")
 
 
-def sizes_of(function: str, slot: str, make):
-    """``make()``, its ``TensorDesc: Sizes[3] ...`` errors named ``<OPERATOR>: <slot>.Sizes[3] ...``."""
+def sizes_of(function: str, slot: str, make, rule: str = ""):
+    """``make()``, its ``TensorDesc: Sizes[3] ...`` errors named ``<OPERATOR>: <slot>.Sizes[3] ...``, then, given
+    ``rule`` (the arguments the sizes come from, as the user spelt them), `` (<slot>.Sizes = <rule>)``, as a derived
+    output's errors name their origin."""
     try:
         return make()
     except ValidationError as e:
-        raise ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {said_of(e, slot)}") from None
+        where = f" ({slot}.Sizes = {rule})" if rule else ""
+        raise ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {said_of(e, slot, where)}") from None
