@@ -1195,3 +1195,22 @@ def test_a_call_whose_tensors_pass_eight_dimensions_names_the_function(call, ran
     with pytest.raises(dml.ValidationError, match=rf"^\w+: the operator's tensors for this call need {rank} "
                                                   r"dimensions .* at most 8$"):
         call()
+
+
+def test_read_only_numpy_indices_for_pytorch_data_warn_nothing():
+    """Indices of another framework are moved to the data's; read-only NumPy values (a JAX array's host view, or a
+    read-only array) became a PyTorch tensor through ``as_tensor``, which warned from inside opendml ("The given
+    NumPy array is not writable, and PyTorch does not support non-writable tensors")."""
+    torch = pytest.importorskip("torch")
+    import warnings
+    x = torch.arange(12.0).reshape(3, 4)
+    ro = np.array([0, 2])
+    ro.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert torch.equal(dml.gather(x, ro, 0), x[[0, 2]])
+        rows = np.broadcast_to(ro.reshape(2, 1), (2, 4))            # a read-only broadcast view
+        expected = x.clone()
+        expected[2] = x[1]
+        assert torch.equal(dml.scatter_elements(x, rows, x[:2], 0), expected)
+    assert not ro.flags.writeable

@@ -196,9 +196,17 @@ def _like(a, x, where: str):
     return values if fx is None else _FROM_HOST[_contract.framework_of(x)](values, x)
 
 
+def _torch_from_host(values, x):
+    """NumPy ``values`` as a PyTorch tensor where ``x`` lies; a read-only array (a JAX array's host view) copied
+    first, which ``as_tensor`` would share with a UserWarning ("The given NumPy array is not writable")."""
+    if isinstance(values, np.ndarray) and not values.flags.writeable:
+        values = values.copy()
+    return sys.modules["torch"].as_tensor(values, device=x.device)
+
+
 #: Framework (``_dispatch.FRAMEWORKS``, imported where one of its arrays came in) -> (NumPy values, an array
 #: ``x`` of it) -> the values as an array of it, where ``x`` lies.
-_FROM_HOST = {"torch": lambda values, x: sys.modules["torch"].as_tensor(values, device=x.device),
+_FROM_HOST = {"torch": _torch_from_host,
               "cupy": lambda values, x: sys.modules["cupy"].asarray(values),
               "jax": lambda values, x: sys.modules["jax.numpy"].asarray(values),
               "dask.array": lambda values, x: sys.modules["dask.array"].from_array(values, chunks=-1)}
