@@ -378,6 +378,12 @@ def test_run_and_compile_name_the_argument_and_what_they_got(bad, got):
     with pytest.raises(dml.ValidationError, match=r"^compile_operator: operator must be an Operator created by this "
                                                   r"device; got an Operator of another device, Device\('cpu'"):
         dml.Device("cpu").compile_operator(device.create_operator(desc))
+    with pytest.raises(dml.BindingError, match=rf"^create_binding_table: compiled must be a CompiledOperator of this "
+                                               rf"device; got {got}$"):
+        device.create_binding_table(bad)
+    with pytest.raises(dml.BindingError, match=r"^create_binding_table: compiled must be a CompiledOperator of this "
+                                               r"device; got one of another device, Device\('cpu'"):
+        dml.Device("cpu").create_binding_table(compiled)
 
 
 # -- threads ------------------------------------------------------------------------

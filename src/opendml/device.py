@@ -557,8 +557,12 @@ class Device:
     def create_binding_table(self, compiled: CompiledOperator) -> BindingTable:
         """A new binding table for a compiled operator of this device
         (``BindingError`` for anything else)."""
-        if not isinstance(compiled, CompiledOperator) or compiled.device is not self:
-            raise BindingError("create_binding_table: expected a CompiledOperator of this device")
+        if not isinstance(compiled, CompiledOperator):
+            raise BindingError(f"create_binding_table: compiled must be a CompiledOperator of this device; got "
+                               f"{type(compiled).__name__}")
+        if compiled.device is not self:
+            raise BindingError(f"create_binding_table: compiled must be a CompiledOperator of this device; got one of "
+                               f"another device, {compiled.device!r}")
         return BindingTable(compiled)
 
     def create_buffer(self, size_in_bytes: int) -> Buffer:
