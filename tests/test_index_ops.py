@@ -1214,3 +1214,36 @@ def test_read_only_numpy_indices_for_pytorch_data_warn_nothing():
         expected[2] = x[1]
         assert torch.equal(dml.scatter_elements(x, rows, x[:2], 0), expected)
     assert not ro.flags.writeable
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda t, m: dml.gather(m(t.ones(4, 4)), t.tensor([0]), 0), r"got meta and cpu \(indices\)$"),
+    (lambda t, m: dml.scatter_elements(t.ones(4, 4), t.zeros((1, 4), dtype=t.int64), m(t.ones(1, 4)), 0),
+     r"got cpu and meta \(updates\)$"),
+    (lambda t, m: dml.one_hot(t.tensor([0, 1]), 3, m(t.tensor([0.0, 1.0]))), r"got cpu and meta \(values\)$"),
+    (lambda t, m: dml.reverse_subsequences(t.ones(4, 4), m(t.ones(4, dtype=t.uint32)), 0),
+     r"got cpu and meta \(sequence_lengths\)$"),
+    (lambda t, m: dml.join([t.ones(4, 4), m(t.ones(4, 4))], 0), r"got cpu and meta \(arrays\[1\]\)$"),
+])
+def test_a_tensor_on_another_device_is_named_by_its_argument(call, message):
+    """Tensors on two devices: the message names the argument as the function spells it (``indices``, ``updates``,
+    ``values``, ``sequence_lengths``; JOIN's ``arrays[1]``), where it said ``arrays[1]`` (or ``arrays[2]``) for
+    every function."""
+    torch = pytest.importorskip("torch")
+    with pytest.raises(dml.UnsupportedError, match=r"^\w+: every tensor must be on one device; " + message):
+        call(torch, lambda v: v.to("meta"))
+
+
+def test_every_bound_array_is_named_by_its_argument():
+    from opendml.arrays import _contract
+    from opendml.ops import OPERATORS
+    from opendml.ops._spec import binding_of
+    for cls in OPERATORS.values():
+        b = binding_of(cls)
+        if b is None:
+            continue
+        names = [b.array, *b.others]
+        for i, name in enumerate(names):
+            assert _contract.argument_of(b.function, i) == (f"arrays[{i}]" if b.array == "arrays" else name)
+        assert _contract.argument_of(b.function, len(names) + 1) == f"arrays[{len(names) + 1}]"
+    assert _contract.argument_of("no such function", 1) == "arrays[1]"

@@ -36,7 +36,7 @@ from ..ops._spec import binding_of, enum_member
 from ._dispatch import FRAMEWORKS, READABLE, framework_of
 
 __all__ = ["FRAMEWORKS", "ARRAYS", "DTYPE_NAMES", "OPERATOR_OF", "framework_of", "not_an_array", "array_sequence",
-           "check_inputs", "check_input", "check_others", "data_type", "dtype_argument", "axis", "concrete",
+           "argument_of", "check_inputs", "check_input", "check_others", "data_type", "dtype_argument", "axis", "concrete",
            "field_error", "sizes_of", "supported_row"]
 
 #: How the messages name what an array function takes.
@@ -235,6 +235,19 @@ def check_input(function: str, x, argument: str | None = None, slot: str | None 
     _check_input(function, x, argument or BINDING[function].array, slot)
     if key is not None and len(_PASSED) < 1024:
         _PASSED.add(key)
+
+
+@functools.lru_cache(maxsize=1024)
+def argument_of(function: str, i: int) -> str:
+    """How the messages name the ``i``-th array of a call of ``function``: its argument as the user spelt it (``x``,
+    ``indices``, ``updates``, ``values``...; JOIN's ``arrays[i]``), ``arrays[i]`` where the function declares no such
+    array (a function's binding never changes once bound: cached)."""
+    try:
+        binding = BINDING[function]
+    except KeyError:
+        return f"arrays[{i}]"
+    names = [binding.array, *binding.others]
+    return f"arrays[{i}]" if binding.array == "arrays" or i >= len(names) else names[i]
 
 
 def check_inputs(function: str, arrays) -> None:

@@ -38,7 +38,7 @@ from ...ops._spec import binding_of
 from ...ops.fold import _is_sequence
 from ...runtime import calls
 from ...runtime.config import config
-from .._contract import OPERATOR_OF, torch_compiling
+from .._contract import OPERATOR_OF, argument_of, torch_compiling
 from .._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
 from .. import _dispatch
 from . import dynamic, inductor as torch_inductor, library, node as torch_node
@@ -464,7 +464,7 @@ def _check_move(call, arrays):
     for i, x in enumerate(arrays):
         check_device(x, call.name)
         if x.device != device:
-            raise device_error(call.name, device, x.device, f"arrays[{i}]")
+            raise device_error(call.name, device, x.device, argument_of(call.name, i))
     return dtypes
 
 
