@@ -347,6 +347,19 @@ def test_buffer_binding_offset_past_the_end_without_a_size_names_the_offset():
     assert dml.BufferBinding(buf, 128, 16).end == 144             # a given size: checked against the tensor at binding
 
 
+@pytest.mark.parametrize("array", [np.array([True, False]), np.array([1.0], np.longdouble)])
+def test_upload_without_tensor_names_the_dtype_rule(array):
+    """Without a tensor ``upload`` writes the array's own bytes, so its dtype must be a DirectML type: the message says
+    so and how to convert it (it said only "upload: unsupported array dtype bool")."""
+    device = dml.Device("cpu")
+    with pytest.raises(dml.ValidationError, match=rf"^upload: array's dtype must be one of the 11 DirectML types "
+                                                  rf"\(float16 ... uint64\) without tensor, which writes its own bytes; "
+                                                  rf"got {array.dtype} \(pass tensor to convert it\)$"):
+        device.upload(array)
+    buf = device.upload(array, dml.TensorDesc("FLOAT32", [array.size]))
+    assert buf.read(dml.TensorDesc("FLOAT32", [array.size])).tolist() == array.astype(np.float32).tolist()
+
+
 def test_run_given_an_operator_names_its_operator_in_every_error():
     """``run`` compiles an ``Operator`` as ``compile_operator`` does; its count and output errors read the operator's
     name from the compiled operator (they raised AttributeError: 'Operator' object has no attribute 'OPERATOR')."""

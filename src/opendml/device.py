@@ -594,7 +594,9 @@ class Device:
         host = host_array(array, w)
         if tensor is None:
             if host.dtype.kind not in "iuf" or host.dtype.itemsize not in (1, 2, 4, 8):
-                raise ValidationError(f"upload: unsupported array dtype {host.dtype}")
+                raise ValidationError(f"upload: array's dtype must be one of the 11 DirectML types (float16 ... "
+                                      f"uint64) without tensor, which writes its own bytes; got {host.dtype} (pass "
+                                      f"tensor to convert it)")
             DataType.from_numpy(host.dtype.newbyteorder("="))
             size = round_up_4(max(host.nbytes, 4))
         else:
