@@ -521,9 +521,12 @@ def test_tile_follows_numpy_for_a_scalar_or_shorter_repeats(shape, repeats, fram
 
 
 def test_tile_refuses_more_repeats_than_axes():
-    with pytest.raises(dml.ValidationError, match=r"^TILE: Repeats must have 2 entries \(one per dimension\); "
-                                                   r"got 3$"):
-        dml.tile(array("numpy", (3, 4)), [1, 2, 2])
+    # (it said "must have 2 entries (one per dimension)", where fewer are taken)
+    for repeats in ([1, 2, 2], (1, 1, 1, 1), np.array([1, 2, 2])):
+        with pytest.raises(dml.ValidationError, match=r"^TILE: Repeats must have at most 2 entries \(repeats: one per "
+                                                       r"axis of x, fewer get ones prepended, as numpy.tile's\); "
+                                                       rf"got {len(repeats)}$"):
+            dml.tile(array("numpy", (3, 4)), repeats)
 
 
 def test_tile_keeps_its_gradient_under_the_numpy_rule():
