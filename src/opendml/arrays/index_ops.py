@@ -353,7 +353,7 @@ def _record(name: str, given, args: tuple, call, arrays, shape, since):
             not backend.config.call_cache or "prepare" in backend.__dict__ or engine.execute is not _EXECUTE:
         return None
     arrays = [v.reshape(tuple(a.shape)) for v, a in zip(views, arrays)]
-    if any(engine._array(a, call.name) is not a for a in arrays):
+    if any(engine._array(a, call.name, i) is not a for i, a in enumerate(arrays)):
         return None
     desc = call.describe([logical_desc(a.dtype, a.shape) for a in arrays])
     prepared = [engine._prepared(a) for a in arrays]
