@@ -262,7 +262,7 @@ def _check_input(function: str, x, argument: str, slot: str | None) -> None:
     if first:
         readable = READABLE.get(framework_of(x))
         if readable is not None:          # an array its framework's adapter cannot read says so first
-            readable(x, function)
+            readable(x, function, argument)
     cls = OPERATOR_OF[function]
     row = supported_row(cls)
     binding = BINDING[function]
@@ -319,7 +319,7 @@ def check_others(function: str, **arrays) -> None:
             raise not_an_array(x, function, argument)
         readable = READABLE.get(kind)
         if readable is not None:
-            readable(x, function)
+            readable(x, function, argument)
         check_input(function, x, argument, BINDING[function].others[argument][0])
 
 

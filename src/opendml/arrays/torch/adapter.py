@@ -73,11 +73,11 @@ def _in_mode(mode, fn, *args):
         _MODE.reset(token)
 
 
-def _readable(x, name: str) -> None:
+def _readable(x, name: str, argument: str = "x") -> None:
     """``numpy_dtype``'s errors for a tensor opendml cannot read at all (nested, not strided, a conjugate view), which
     the array API's checks (``_contract``) report before the dtype and rank."""
     if x.is_nested or x.layout is not torch.strided or x.is_conj():
-        numpy_dtype(x, name)
+        numpy_dtype(x, name, argument)
 
 
 _dispatch.READABLE["torch"] = _readable
@@ -459,7 +459,7 @@ for _name, _schema in _SCHEMAS.items():
 # -- the data-movement family: one route for every operator ----------------------------------------
 
 def _check_move(call, arrays):
-    dtypes = [numpy_dtype(x, call.name) for x in arrays]
+    dtypes = [numpy_dtype(x, call.name, i) for i, x in enumerate(arrays)]
     device = arrays[0].device
     for i, x in enumerate(arrays):
         check_device(x, call.name)
