@@ -385,17 +385,18 @@ def test_run_and_compile_name_the_argument_and_what_they_got(bad, got):
     with pytest.raises(dml.ValidationError, match=r"^Device.run: desc must be an operator description; "
                                                   r"got CompiledOperator$"):
         device.run(compiled, X)
-    with pytest.raises(dml.ValidationError, match=rf"^compile_operator: operator must be an Operator created by this "
-                                                  rf"device or an operator description; got {got}$"):
+    with pytest.raises(dml.ValidationError, match=rf"^compile_operator: operator must be an Operator of this device "
+                                                  rf"or an operator description; got {got}$"):
         device.compile_operator(bad)
-    with pytest.raises(dml.ValidationError, match=r"^compile_operator: operator must be an Operator created by this "
-                                                  r"device; got an Operator of another device, Device\('cpu'"):
+    with pytest.raises(dml.ValidationError, match=r"^compile_operator: operator must be an Operator of this device; "
+                                                  r"got one of another device, Device\('cpu', .*\) \(compile "
+                                                  r"operator.desc here\)$"):
         dml.Device("cpu").compile_operator(device.create_operator(desc))
     with pytest.raises(dml.BindingError, match=rf"^create_binding_table: compiled must be a CompiledOperator of this "
                                                rf"device; got {got}$"):
         device.create_binding_table(bad)
     with pytest.raises(dml.BindingError, match=r"^create_binding_table: compiled must be a CompiledOperator of this "
-                                               r"device; got one of another device, Device\('cpu'"):
+                                               r"device; got one of another device, Device\('cpu', .*\)$"):
         dml.Device("cpu").create_binding_table(compiled)
 
 

@@ -509,12 +509,8 @@ class Device:
         """
         if isinstance(operator, OperatorDesc):
             operator = self.create_operator(operator)
-        if not isinstance(operator, Operator):
-            raise ValidationError(f"compile_operator: operator must be an Operator created by this device or an "
-                                  f"operator description; got {type(operator).__name__}")
-        if operator.device is not self:
-            raise ValidationError(f"compile_operator: operator must be an Operator created by this device; got an "
-                                  f"Operator of another device, {operator.device!r} (compile operator.desc here)")
+        self._made_here(operator, Operator, "compile_operator: operator", ValidationError, " or an operator description",
+                        " (compile operator.desc here)")
         return CompiledOperator(self, operator)
 
     def initialize_operator(self, compiled: CompiledOperator,
@@ -557,12 +553,7 @@ class Device:
     def create_binding_table(self, compiled: CompiledOperator) -> BindingTable:
         """A new binding table for a compiled operator of this device
         (``BindingError`` for anything else)."""
-        if not isinstance(compiled, CompiledOperator):
-            raise BindingError(f"create_binding_table: compiled must be a CompiledOperator of this device; got "
-                               f"{type(compiled).__name__}")
-        if compiled.device is not self:
-            raise BindingError(f"create_binding_table: compiled must be a CompiledOperator of this device; got one of "
-                               f"another device, {compiled.device!r}")
+        self._made_here(compiled, CompiledOperator, "create_binding_table: compiled", BindingError)
         return BindingTable(compiled)
 
     def create_buffer(self, size_in_bytes: int) -> Buffer:
@@ -666,6 +657,15 @@ class Device:
         table.bind_outputs([BufferBinding(b) for b in outputs])
         self.execute(compiled, table)
         return [b.read(t) for b, t in zip(outputs, compiled.output_tensors)]
+
+    def _made_here(self, obj, cls, what: str, error, alternative: str = "", hint: str = "") -> None:
+        """``error`` naming ``what`` (``"<function>: <argument>"``) unless ``obj`` is a ``cls`` of this device (or, as
+        the message says, ``alternative``); ``hint``: what to do with another device's."""
+        made = f"{what} must be {'an' if cls.__name__[0] in 'AEIOU' else 'a'} {cls.__name__} of this device"
+        if not isinstance(obj, cls):
+            raise error(f"{made}{alternative}; got {type(obj).__name__}")
+        if obj.device is not self:
+            raise error(f"{made}; got one of another device, {obj.device!r}{hint}")
 
     def _own(self, compiled, where: str) -> str:
         """``compiled``'s operator name, once checked to be a compiled operator of this device."""
