@@ -40,3 +40,11 @@ def test_an_array_for_a_list_of_tensors_is_named(value):
     with pytest.raises(JsonFormError, match=r"^\$\.InputTensors: must be a non-empty array of tensor descriptions; "
                                             r"got ndarray"):
         from_json(d)
+
+
+@pytest.mark.parametrize("desc, got", [("x", "str"), (None, "NoneType"), ({"Operator": "SLICE1"}, "dict")])
+def test_to_json_of_no_description_is_a_type_error_naming_it(desc, got):
+    # it raised AttributeError: 'str' object has no attribute 'OPERATOR'
+    from opendml.jsonform import to_json
+    with pytest.raises(TypeError, match=rf"^to_json: desc must be an operator description; got {got}$"):
+        to_json(desc)

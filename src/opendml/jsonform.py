@@ -464,7 +464,9 @@ def tensor_to_json(t: TensorDesc) -> dict:
 
 def to_json(desc: OperatorDesc) -> dict:
     """The JSON form of a description: its slots and fields in the struct's
-    order (counts are implied by the arrays' lengths)."""
+    order (counts are implied by the arrays' lengths); ``TypeError`` for anything but a description."""
+    if not isinstance(desc, OperatorDesc):
+        raise TypeError(f"to_json: desc must be an operator description; got {type(desc).__name__}")
     d = {"Operator": desc.OPERATOR}
     for s in desc.SLOTS:
         v = getattr(desc, s.attr)
