@@ -623,7 +623,14 @@ def test_a_nested_tensor_after_a_plain_one_of_its_dtype_and_rank_is_refused_by_n
     (lambda: dml.diagonal_matrix(shape=(2 ** 20, 2 ** 20), dtype="float32"),
      r"^DIAGONAL_MATRIX1: OutputTensor: the element count \(product of Sizes \[1048576, 1048576\]\) must be <= "
      r"4294967295; got 1099511627776 \(OutputTensor.Sizes = shape\)$"),
-], ids=["slice_grad-size", "slice_grad-int", "slice1", "fold", "one_hot", "diagonal_matrix"])
+    (lambda: dml.slice_grad(np.ones((2, 2), np.float32), [1, 4, 4], [0, 0], [2, 2], [1, 1]),
+     r"^SLICE_GRAD: OutputGradientTensor.DimensionCount must equal InputGradientTensor.DimensionCount; got 3 != 2 "
+     r"\(OutputGradientTensor.Sizes = input_sizes\)$"),
+    (lambda: dml.slice1(np.ones((2, 2), np.float32), [0, 0], [2, 2], [1, 1], [2, 2, 1]),
+     r"^SLICE1: OutputTensor.DimensionCount must equal InputTensor.DimensionCount; got 3 != 2 "
+     r"\(OutputTensor.Sizes = output_sizes\)$"),
+], ids=["slice_grad-size", "slice_grad-int", "slice1", "fold", "one_hot", "diagonal_matrix", "slice_grad-rank",
+        "slice1-rank"])
 def test_an_output_shape_argument_is_named_in_its_tensors_error(call, message):
     """An output shape the function builds from an argument (``input_sizes``, ``output_sizes``, ``depth``,
     ``shape``) names that argument as the user spelt it after DirectML's field, as a derived output names its origin

@@ -397,12 +397,17 @@ def field_error(function: str, field: str, rule: str, value) -> ValidationError:
     return ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {field} must {rule}; got {_short(value)}")
 
 
-def sizes_of(function: str, slot: str, make, rule: str = ""):
+def sizes_of(function: str, slot: str, make, rule: str = "", like: tuple | None = None):
     """``make()``, its ``TensorDesc: Sizes[3] ...`` errors named ``<OPERATOR>: <slot>.Sizes[3] ...``, then, given
     ``rule`` (the arguments the sizes come from, as the user spelt them), `` (<slot>.Sizes = <rule>)``, as a derived
-    output's errors name their origin."""
+    output's errors name their origin. ``like``: ``(its DirectML name, a tensor)`` whose DimensionCount the made one
+    must have (the description's rule, said here with ``rule``)."""
+    where = f" ({slot}.Sizes = {rule})" if rule else ""
     try:
-        return make()
+        t = make()
     except ValidationError as e:
-        where = f" ({slot}.Sizes = {rule})" if rule else ""
         raise ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {said_of(e, slot, where)}") from None
+    if like is not None and t.rank != like[1].rank:
+        raise ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {slot}.DimensionCount must equal {like[0]}."
+                              f"DimensionCount; got {t.rank} != {like[1].rank}{where}")
+    return t
