@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ...model.errors import UnsupportedError
-from .._contract import DTYPE_NAMES
+from .._contract import DTYPE_NAMES, argument_of
 
 #: The oldest PyTorch the wing is written for (its tests run on 2.11 and 2.13).
 MIN_TORCH = (2, 11)
@@ -44,7 +44,6 @@ def numpy_dtype(x, name: str = "array API", argument: str | int = "x") -> np.dty
     if dtype is not None and x.layout is torch.strided and not x.is_nested:
         return dtype
     if type(argument) is int:
-        from .._contract import argument_of
         argument = argument_of(name, argument)
     a = argument
     if x.is_nested:
