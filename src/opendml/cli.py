@@ -28,6 +28,7 @@ from .device import Device
 from .jsonform import (DEFAULT_MAX_BYTES, NpyError, from_json, json_arrays, loads, npy_header, open_checked,
                        read_regular, tensor_to_json, text_limit, to_json, default_input as pages_input)
 from .ops import OPERATORS
+from .model._checks import display_text
 from .model.errors import DmlError
 from .model.feature_level import FeatureLevel
 from .model.tensor_desc import TensorDesc
@@ -189,7 +190,8 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
                          f"elements, {shown}); --max-bytes allows {max_bytes}")
     ys = device.run_all(desc, *xs)
     if "Title" in obj:
-        print(f"== {_text(obj['Title'])}" + (f"  [{_text(obj['Source'])}]" if "Source" in obj else ""), file=out)
+        print(f"== {_text(obj['Title'], out)}" + (f"  [{_text(obj['Source'], out)}]" if "Source" in obj else ""),
+              file=out)
     print(f"Operator: {desc.OPERATOR}", file=out)
     for (name, t), x in zip(desc.named_tensors("input"), xs):
         print(f"{name}: {fmt_tensor(t)}", file=out)
@@ -225,10 +227,11 @@ def _compared(checked, out, plural: str = "", named: bool = True) -> bool:
     return not bad
 
 
-def _text(value) -> str:
-    """A Title or Source as one short line, whatever JSON value it is."""
+def _text(value, out) -> str:
+    """A Title or Source as one short line, whatever JSON value it is, as ``out`` can print it (``display_text``:
+    JSON-escaped where it holds a control character or one the stream cannot write)."""
     text = value if isinstance(value, str) else json.dumps(value)
-    return " ".join(text.split())[:200]
+    return display_text(" ".join(text.split())[:200], out)
 
 
 def read_spec(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:

@@ -217,3 +217,29 @@ def test_opendml_run_input_npy_with_a_malformed_header(tmp_path, capsys):
     # statement" on 3.12)
     assert err.count("\n") == 1 and re.search(r"cannot read a \.npy array: a malformed header \((unexpected )?EOF "
                                                r"in multi-line", err), err
+
+
+@pytest.mark.parametrize("title, shown", [
+    ("\ud800", "== \\ud800"),                              # a lone surrogate: no encoding can write it (exit 3 before)
+    ("caf\u00e9", "== caf\\u00e9"),                        # not ASCII, on an ASCII stream (exit 3 before)
+    ("a\x1b[31mred", "== a\\u001b[31mred"),                # a terminal escape: written raw before
+])
+def test_a_title_the_stream_cannot_write_is_escaped(tmp_path, title, shown):
+    """``opendml run`` prints a description's Title and Source as DxDispatch's ``print`` prints a resource name:
+    itself where the output stream can write it and it holds no control characters, else JSON-escaped."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY", "Title": title, "Source": title,
+                                "InputTensor": {"DataType": "FLOAT32", "Sizes": [2]}}))
+    r = subprocess.run([sys.executable, "-m", "opendml", "run", str(spec)], capture_output=True, text=True,
+                       timeout=60, env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert r.stdout.splitlines()[0] == f"{shown}  [{shown[3:]}]", r.stdout
+
+
+def test_a_title_the_stream_can_write_is_printed_as_it_is(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY", "Title": "caf\u00e9  \u2014 x",
+                                "InputTensor": {"DataType": "FLOAT32", "Sizes": [2]}}))
+    r = subprocess.run([sys.executable, "-m", "opendml", "run", str(spec)], capture_output=True, timeout=60,
+                       env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+    assert r.returncode == 0 and r.stdout.decode("utf-8").splitlines()[0] == "== caf\u00e9 \u2014 x"

@@ -117,6 +117,19 @@ def json_text(value) -> str:
         return _short(value)
 
 
+def display_text(text: str, out) -> str:
+    """A name or title given by the user (a DxDispatch resource name, a description's Title) as printed to the stream
+    ``out``: itself where the stream can write it and it holds no control characters, else JSON-escaped (a lone
+    surrogate, a character the stream's encoding lacks, a terminal escape)."""
+    try:
+        if text.isprintable():
+            text.encode(getattr(out, "encoding", None) or "utf-8")
+            return text
+    except (UnicodeError, LookupError):
+        pass
+    return json.dumps(text)[1:-1]
+
+
 def type_name(v) -> str:
     """A value's JSON type name ("object", "array", ...), else its Python type's name."""
     return {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
