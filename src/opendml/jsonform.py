@@ -332,6 +332,16 @@ def check_keys(obj, allowed, path, required=(), error=JsonFormError, field=lambd
             raise error(f"{at}: missing required field{name}")
 
 
+def check_count(value, n: int, path: str, what: str) -> None:
+    """A count field (``DimensionCount``, ``InputCount``...): a JSON integer equal to ``n`` (``what``, such as "the
+    length of Sizes"), else a ``JsonFormError`` at ``path`` (4.0 or true are no integers, though Python finds them
+    equal to 4 and 1)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise JsonFormError(f"{path}: must be an integer ({what}, {n}); got {json_text(value)}")
+    if value != n:
+        raise JsonFormError(f"{path}: must equal {what} {n}; got {json_text(value)}")
+
+
 def tensor_from_json(obj, path: str, *, default_type=None, sizes=None) -> TensorDesc:
     check_keys(obj, TENSOR_FIELDS, path, required=() if sizes is not None else ("DataType", "Sizes"))
     kw = {}
@@ -361,9 +371,8 @@ def tensor_from_json(obj, path: str, *, default_type=None, sizes=None) -> Tensor
         elif isinstance(f, bool) or not isinstance(f, int):
             raise JsonFormError(f"{path}.Flags: must be \"NONE\", \"OWNED_BY_DML\" or an integer; got {json_text(f)}")
         kw["flags"] = f
-    if "DimensionCount" in obj and kw["sizes"] is not None and obj["DimensionCount"] != len(kw["sizes"]):
-        raise JsonFormError(f"{path}.DimensionCount: must equal the length of Sizes {len(kw['sizes'])}; "
-                            f"got {json_text(obj['DimensionCount'])}")
+    if "DimensionCount" in obj and kw["sizes"] is not None:
+        check_count(obj["DimensionCount"], len(kw["sizes"]), f"{path}.DimensionCount", "the length of Sizes")
     try:
         return TensorDesc(**kw)
     except DmlError as e:
@@ -420,9 +429,9 @@ def from_json(obj) -> OperatorDesc:
         kw[f.attr] = parsed[f.json] = value
     for count, target in cls.COUNTS.items():
         value = parsed.get(target, obj.get(target))
-        if count in obj and isinstance(value, (list, tuple)) and obj[count] != len(value):
+        if count in obj and isinstance(value, (list, tuple)):
             what = "the number of" if any(s.json == target for s in cls.SLOTS) else "the length of"
-            raise JsonFormError(f"$.{count}: must equal {what} {target} {len(value)}; got {json_text(obj[count])}")
+            check_count(obj[count], len(value), f"$.{count}", f"{what} {target}")
     kw.update({s.attr: None for s in cls.slots("output")})
     for s in cls.slots("output"):
         o = obj.get(s.json)
