@@ -125,6 +125,46 @@ def test_owned_by_dml_input_is_bound_at_initialization():
     assert np.array_equal(out.read(desc.output_tensor), [[[[7, 8], [11, 12], [15, 16]]]])
 
 
+def test_initializing_again_gives_every_binding_table_the_new_owned_data(backend):
+    """A table executed before a second ``initialize_operator`` kept the first initialization's copy (its prepared
+    dispatch held it) while a new table read the second: one compiled operator, two answers."""
+    t = dml.TensorDesc(F32, [1, 1, 4, 4], flags=dml.TensorFlags.OWNED_BY_DML)
+    desc = dml.SliceOperatorDesc(t, None, [0, 0, 1, 2], [1, 1, 3, 2], [1, 1, 1, 1])
+    device, desc, compiled, table = setup(backend, desc)
+    out = device.create_buffer(32)
+    table.bind_inputs([None])
+    table.bind_outputs([dml.BufferBinding(out)])
+    device.initialize_operator(compiled, [dml.BufferBinding(device.upload(X))])
+    device.execute(compiled, table)
+    assert np.array_equal(out.read(desc.output_tensor), [[[[7, 8], [11, 12], [15, 16]]]])
+    device.initialize_operator(compiled, [dml.BufferBinding(device.upload(-X))])
+    device.execute(compiled, table)
+    assert np.array_equal(out.read(desc.output_tensor), [[[[-7, -8], [-11, -12], [-15, -16]]]])
+    fresh = device.create_binding_table(compiled)
+    fresh.bind_inputs([None])
+    fresh.bind_outputs([dml.BufferBinding(out)])
+    device.execute(compiled, fresh)
+    assert np.array_equal(out.read(desc.output_tensor), [[[[-7, -8], [-11, -12], [-15, -16]]]])
+
+
+def test_a_failed_initialization_keeps_the_previous_owned_data():
+    """``initialize_operator`` checks every binding before it copies any: a JOIN whose second owned binding breaks a
+    rule keeps the first initialization's data for both inputs (it replaced the first input's before)."""
+    t = dml.TensorDesc(F32, [2], flags=dml.TensorFlags.OWNED_BY_DML)
+    desc = dml.JoinOperatorDesc([t, t], None, 0)
+    device, desc, compiled, table = setup(desc=desc)
+    a, b = device.upload(np.array([1, 2], np.float32)), device.upload(np.array([3, 4], np.float32))
+    device.initialize_operator(compiled, [dml.BufferBinding(a), dml.BufferBinding(b)])
+    with pytest.raises(dml.BindingError, match="input 1 Offset must be a multiple of 16; got 8"):
+        device.initialize_operator(compiled, [dml.BufferBinding(device.upload(np.array([9, 9], np.float32))),
+                                              dml.BufferBinding(device.create_buffer(64), 8)])
+    out = device.create_buffer(16)
+    table.bind_inputs([None, None])
+    table.bind_outputs([dml.BufferBinding(out)])
+    device.execute(compiled, table)
+    assert out.read(desc.output_tensor).tolist() == [1, 2, 3, 4]
+
+
 @pytest.mark.parametrize("size, message", [
     (0, r"create_buffer: size_in_bytes must be in \[1, 70368744177664\]; got 0"),
     (-5, r"got -5"), (2**62, r"got 4611686018427387904"), ("64", r"size_in_bytes must be an integer; got '64'"),

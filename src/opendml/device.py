@@ -513,13 +513,17 @@ class Device:
                             input_bindings: Sequence[BufferBinding | None] = ()) -> None:
         """The operator initializer of ``compiled`` (this device's): binds ``OWNED_BY_DML`` inputs once, copying their
         data into memory the operator owns. ``input_bindings``: an entry per input tensor, a binding for each owned
-        input, None for the others (empty: all None).
+        input, None for the others (empty: all None). Initializing again replaces that data for every later execution,
+        whichever binding table it uses; every binding is checked before any data is copied, so a call that raises
+        changes nothing.
 
         Raises
         ------
         BindingError
             If the count is wrong, an owned input is not bound or a plain one is, a binding breaks a binding rule, or
             ``compiled`` is another device's.
+        AllocationError
+            If the memory for the operator's copy cannot be allocated (``create_buffer``'s rule).
         TypeError
             If ``compiled`` is not a ``CompiledOperator``.
         """
@@ -531,7 +535,7 @@ class Device:
         if len(bindings) != len(compiled.input_tensors):
             raise BindingError(f"{op}: initialize_operator takes {len(compiled.input_tensors)} input "
                                f"bindings; got {len(bindings)}")
-        for i, (b, t) in enumerate(zip(bindings, compiled.input_tensors)):
+        for i, (b, t) in enumerate(zip(bindings, compiled.input_tensors)):    # every binding checked first
             owned = bool(t.flags & TensorFlags.OWNED_BY_DML)
             if b is None:
                 if owned:
@@ -540,11 +544,17 @@ class Device:
             if not owned:
                 raise BindingError(f"{op}: input {i} is not OWNED_BY_DML; bind it at execution instead")
             check_binding(op, f"input {i}", b, t, self)
-            # The operator reads only bytes [0, DMLCalcBufferTensorSize): copy those.
-            snap = Buffer(self, t.total_tensor_size_in_bytes)
+        for i, (b, t) in enumerate(zip(bindings, compiled.input_tensors)):
+            if b is None:
+                continue
+            # The operator reads only bytes [0, DMLCalcBufferTensorSize): copy those, into the copy an earlier
+            # initialization made where there is one (the dispatches binding tables prepared read it).
+            if compiled._owned[i] is None:
+                compiled._owned[i] = BufferBinding(self.create_buffer(t.total_tensor_size_in_bytes), 0,
+                                                   t.total_tensor_size_in_bytes)
             span = t.min_size_in_bytes
-            self.backend.write_bytes(snap._storage, 0, self.backend.read_bytes(b.buffer._storage, b.offset, span))
-            compiled._owned[i] = BufferBinding(snap, 0, t.total_tensor_size_in_bytes)
+            self.backend.write_bytes(compiled._owned[i].buffer._storage, 0,
+                                     self.backend.read_bytes(b.buffer._storage, b.offset, span))
 
     def create_binding_table(self, compiled: CompiledOperator) -> BindingTable:
         """A new binding table for a compiled operator of this device
