@@ -125,6 +125,20 @@ def test_owned_by_dml_input_is_bound_at_initialization():
     assert np.array_equal(out.read(desc.output_tensor), [[[[7, 8], [11, 12], [15, 16]]]])
 
 
+def test_write_and_read_take_the_same_range_the_elements_span(backend):
+    """``Buffer.write`` refused a tensor whose TotalTensorSizeInBytes (larger than its elements' span) reached past
+    the buffer, though it writes only the elements and ``read`` of the same tensor at the same offset works."""
+    t = dml.TensorDesc(F32, [2, 2], total_tensor_size_in_bytes=64)      # 16 bytes of elements
+    buf = dml.Device(backend).create_buffer(32)
+    buf.write(np.full(8, 7, np.float32))
+    buf.write(np.array([[1, 2], [3, 4]], np.float32), t, offset=16)
+    assert buf.read(t, offset=16).tolist() == [[1, 2], [3, 4]]
+    assert buf.read().view(np.float32).tolist() == [7, 7, 7, 7, 1, 2, 3, 4]
+    for call in (lambda: buf.write(np.zeros((2, 2), np.float32), t, offset=20), lambda: buf.read(t, offset=20)):
+        with pytest.raises(dml.BindingError, match=r"bytes \[20, 36\) must lie inside the buffer of 32 bytes"):
+            call()
+
+
 def test_initializing_again_gives_every_binding_table_the_new_owned_data(backend):
     """A table executed before a second ``initialize_operator`` kept the first initialization's copy (its prepared
     dispatch held it) while a new table read the second: one compiled operator, two answers."""

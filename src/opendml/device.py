@@ -91,7 +91,7 @@ class Buffer:
             self._check_range(offset, data.nbytes, w)
             self.device.backend.write_bytes(self._storage, offset, data)
             return
-        self._check_range(offset, tensor.total_tensor_size_in_bytes, w)
+        self._check_range(offset, tensor.min_size_in_bytes, w)          # the bytes the elements span, as read's
         if host.shape != tensor.sizes:
             raise ValidationError(f"{w}: array shape {host.shape} must equal the tensor's Sizes {tensor.sizes}")
         # Dimensions of stride 0 hold one element in memory: keep index 0 only.
