@@ -239,6 +239,10 @@ class NpyError(ValueError):
     """Why ``npy_header`` cannot read a .npy header (its message)."""
 
 
+#: The longest .npy header read (NumPy's own ``max_header_size``): a header describes one array in well under this.
+MAX_NPY_HEADER = 10000
+
+
 def npy_header(f, versions=((1, 0), (2, 0))):
     """``(shape, fortran order, dtype)`` of the .npy file ``f``, read from its start (``versions``: the format
     versions taken), or an ``NpyError`` saying why not: no NumPy magic (an empty file, a .npz archive), another
@@ -254,8 +258,15 @@ def npy_header(f, versions=((1, 0), (2, 0))):
         if version not in versions:
             raise NpyError(f"format version {version[0]}.{version[1]} (versions "
                            f"{', '.join(f'{a}.{b}' for a, b in versions)} are read)")
+        # The header's length (2 bytes, or 4 from version 2) is checked before NumPy reads that many bytes (a sparse
+        # file claiming a 4 GiB header cost 8 GiB of memory).
+        start, width = f.tell(), 2 if version == (1, 0) else 4
+        field = f.read(width)
+        if len(field) == width and (length := int.from_bytes(field, "little")) > MAX_NPY_HEADER:
+            raise NpyError(f"a header of {length} bytes (at most {MAX_NPY_HEADER} are read)")
+        f.seek(start)
         reader = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
-        shape, fortran, dtype = reader(f, max_header_size=10000)
+        shape, fortran, dtype = reader(f, max_header_size=MAX_NPY_HEADER)
         if any(n < 0 for n in shape):   # (-2, -3) would pass as 6 elements; np.load refuses it
             raise NpyError(f"a malformed header (a negative dimension in the shape {list(shape)})")
         return shape, fortran, dtype

@@ -243,3 +243,44 @@ def test_a_title_the_stream_can_write_is_printed_as_it_is(tmp_path):
     r = subprocess.run([sys.executable, "-m", "opendml", "run", str(spec)], capture_output=True, timeout=60,
                        env={**os.environ, "PYTHONIOENCODING": "utf-8"})
     assert r.returncode == 0 and r.stdout.decode("utf-8").splitlines()[0] == "== caf\u00e9 \u2014 x"
+
+
+class _Reads(__import__("io").BytesIO):
+    """A file recording the largest read asked of it."""
+    largest = 0
+
+    def read(self, n=-1):
+        self.largest = max(self.largest, n)
+        return super().read(n)
+
+
+@pytest.mark.parametrize("version, length", [((2, 0), 2**32 - 16), ((3, 0), 2**31), ((2, 0), 10001),
+                                             ((1, 0), 65535)])
+def test_a_npy_header_length_over_the_limit_is_refused_before_it_is_read(version, length):
+    """A .npy header says its own length (4 bytes in versions 2 and 3): NumPy read all of it (4 GiB, 8 GiB of
+    memory and 10-40 s for a sparse file) before refusing it as over ``max_header_size``."""
+    from opendml.jsonform import NpyError, npy_header
+    head = b"\x93NUMPY" + bytes(version) + length.to_bytes(2 if version == (1, 0) else 4, "little")
+    f = _Reads(head + b"{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }" + b" " * 64)
+    with pytest.raises(NpyError, match=rf"^a header of {length} bytes \(at most 10000 are read\)$"):
+        npy_header(f, ((1, 0), (2, 0), (3, 0)))
+    assert f.largest <= 16
+
+
+@pytest.mark.parametrize("command", ["run", "dispatch"])
+def test_a_npy_file_claiming_a_huge_header_is_one_line(tmp_path, capsys, command):
+    path = tmp_path / "x.npy"
+    with open(path, "wb") as f:                      # a sparse file as long as its header claims
+        f.write(b"\x93NUMPY\x02\x00" + (2**20).to_bytes(4, "little") + b"{'descr': '<f4'")
+        f.truncate(12 + 2**20 + 12)
+    if command == "run":
+        spec = tmp_path / "spec.json"
+        spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY",
+                                    "InputTensor": {"DataType": "FLOAT32", "Sizes": [3]}}))
+        rc = main(["run", str(spec), "--input", str(path)])
+        captured = capsys.readouterr()
+        out, err = captured.out, captured.err
+    else:
+        rc, out, err = dispatch(tmp_path, capsys, small_model(initialValuesDataType="FLOAT32",
+                                                              initialValues={"sourcePath": "x.npy"}))
+    assert_one_line_exit_2(rc, out, err, "a header of 1048576 bytes (at most 10000 are read)")
