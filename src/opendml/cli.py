@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import stat
 import sys
 from importlib import resources
 
@@ -25,7 +26,7 @@ import numpy as np
 
 from ._version import __version__
 from .device import Device
-from .jsonform import (DEFAULT_MAX_BYTES, NpyError, from_json, json_arrays, loads, npy_header, open_checked,
+from .jsonform import (DEFAULT_MAX_BYTES, NpyError, file_kind, from_json, json_arrays, loads, npy_header, open_checked,
                        read_regular, tensor_to_json, text_limit, to_json, default_input as pages_input)
 from .ops import OPERATORS
 from .model._checks import display_text
@@ -173,6 +174,14 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
             raise UsageError(f"--output {path}: is a directory; give a file name")
         if not os.path.isdir(parent := os.path.dirname(os.path.abspath(path))):
             raise UsageError(f"--output {path}: directory {parent} does not exist")
+        try:                                # (a FIFO no process reads would hold the write up for ever)
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:           # a new name (or a link to one)
+            mode = None
+        except OSError as e:                # a symbolic-link loop...
+            raise UsageError(f"--output {path}: {e.strerror or e}") from None
+        if mode is not None and not stat.S_ISREG(mode):
+            raise UsageError(f"--output {path}: must be a regular file or a new name; this is {file_kind(mode)}")
         if (first := named_by.get(real := os.path.realpath(path))) is not None:
             raise UsageError(f"--output {path}: names the same file as --output {first}; give each output its "
                              f"own file")
@@ -421,8 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
                        n for n, c in OPERATORS.items() if c.DEFAULT_INPUT_START == 0) + ") as the pages do, "
                    "dimensions of stride 0 counted once")
     r.add_argument("--output", metavar="Y.npy", action="append",
-                   help="save the output array (.npy format) to exactly this path; no .npy suffix is added, the "
-                   "directory must exist; once per output tensor, in order, for an operator of several (SPLIT)")
+                   help="save the output array (.npy format) to exactly this path, a new name or a regular file; no .npy "
+                   "suffix is added, the directory must exist; once per output tensor, in order, for an operator of several (SPLIT)")
     _running_options(r, ("spec", "SPEC.json", "a JSON description (DirectML's field names)"),
                      "DirectML feature level to validate against, e.g. 6_4, 6.4 or FL_6_4 (default: 6_4)",
                      "refuse a run that would touch more than N bytes of memory (the input and output "

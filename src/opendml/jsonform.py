@@ -181,9 +181,15 @@ def open_regular(path):
         os.close(fd)
         raise
     os.close(fd)
-    return None, ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
-                  "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
-                  "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+    return None, file_kind(mode)
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is no regular file is, by its ``st_mode``: "a folder", "a FIFO", "a device", "a socket" or
+    "not a regular file"."""
+    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
+            "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
 
 
 def open_checked(path, fail):

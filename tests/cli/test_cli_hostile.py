@@ -284,3 +284,36 @@ def test_a_npy_file_claiming_a_huge_header_is_one_line(tmp_path, capsys, command
         rc, out, err = dispatch(tmp_path, capsys, small_model(initialValuesDataType="FLOAT32",
                                                               initialValues={"sourcePath": "x.npy"}))
     assert_one_line_exit_2(rc, out, err, "a header of 1048576 bytes (at most 10000 are read)")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "loop"])
+def test_an_output_that_is_no_regular_file_is_refused_before_the_run(tmp_path, kind):
+    """``opendml run --output`` naming a FIFO no process reads hung for ever once the run was done (the open
+    waited for a reader); a symbolic-link loop failed after the run had printed its output. Each is refused first,
+    as ``--input`` refuses what is not a regular file."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY",
+                                "InputTensor": {"DataType": "FLOAT32", "Sizes": [3]}}))
+    target = tmp_path / "y.npy"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "loop":
+        os.symlink(target, target)
+    else:
+        target = "/dev/null"
+    r = run_module("run", str(spec), "--output", str(target), timeout=30)
+    why = {"fifo": "must be a regular file or a new name; this is a FIFO",
+           "device": "must be a regular file or a new name; this is a device",
+           "loop": "Too many levels of symbolic links"}[kind]
+    assert r.returncode == 2 and r.stdout == "" and r.stderr == f"opendml: error: --output {target}: {why}\n", r
+
+
+def test_an_output_that_is_a_regular_file_or_a_new_name_is_written(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY",
+                                "InputTensor": {"DataType": "FLOAT32", "Sizes": [3]}}))
+    (tmp_path / "old.npy").write_bytes(b"x")
+    os.symlink(tmp_path / "new.npy", tmp_path / "link.npy")          # a link to a file not made yet
+    for name in ("old.npy", "fresh.npy", "link.npy"):
+        assert main(["run", str(spec), "--output", str(tmp_path / name)]) == 0
+        assert np.load(tmp_path / name).tolist() == [1, 2, 3]
