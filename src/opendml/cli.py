@@ -430,8 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
                        n for n, c in OPERATORS.items() if c.DEFAULT_INPUT_START == 0) + ") as the pages do, "
                    "dimensions of stride 0 counted once")
     r.add_argument("--output", metavar="Y.npy", action="append",
-                   help="save the output array (.npy format) to exactly this path, a new name or a regular file; no .npy "
-                   "suffix is added, the directory must exist; once per output tensor, in order, for an operator of several (SPLIT)")
+                   help="save the output array (.npy format) to exactly this path; no .npy suffix is added, the "
+                   "directory must exist, the path must be a new name or a regular file; once per output tensor, in order, for an operator of several (SPLIT)")
     _running_options(r, ("spec", "SPEC.json", "a JSON description (DirectML's field names)"),
                      "DirectML feature level to validate against, e.g. 6_4, 6.4 or FL_6_4 (default: 6_4)",
                      "refuse a run that would touch more than N bytes of memory (the input and output "
