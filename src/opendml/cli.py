@@ -170,6 +170,8 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
                          f"({', '.join(n for n, _ in out_named)}); got {len(outputs)} --output path(s)")
     named_by: dict = {}                     # file -> the --output naming it first
     for path in outputs:                    # refused before anything runs
+        if not path:
+            raise UsageError("--output: must name a file; got an empty path")
         if os.path.isdir(path):
             raise UsageError(f"--output {path}: is a directory; give a file name")
         if not os.path.isdir(parent := os.path.dirname(os.path.abspath(path))):

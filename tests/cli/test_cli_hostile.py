@@ -317,3 +317,22 @@ def test_an_output_that_is_a_regular_file_or_a_new_name_is_written(tmp_path):
     for name in ("old.npy", "fresh.npy", "link.npy"):
         assert main(["run", str(spec), "--output", str(tmp_path / name)]) == 0
         assert np.load(tmp_path / name).tolist() == [1, 2, 3]
+
+
+def test_an_empty_output_dir_is_refused_not_read_as_the_current_folder(tmp_path, capsys, monkeypatch):
+    """``--output-dir ""`` (an unset shell variable) wrote every resource into the current folder, replacing any
+    NAME.npy there; ``--output ""`` failed only after the run had printed its output."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "r.npy").write_bytes(b"mine")
+    rc, out, err = dispatch(tmp_path, capsys, small_model(), "--output-dir", "")
+    assert_one_line_exit_2(rc, out, err, "--output-dir: must name a folder; got an empty path")
+    assert (tmp_path / "r.npy").read_bytes() == b"mine"
+    from opendml.dxdispatch import ModelError, check_output_dir
+    with pytest.raises(ModelError, match="^--output-dir: must name a folder; got an empty path$"):
+        check_output_dir("", ["r"])
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY",
+                                "InputTensor": {"DataType": "FLOAT32", "Sizes": [3]}}))
+    assert main(["run", str(spec), "--output", ""]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == "opendml: error: --output: must name a file; got an empty path\n"

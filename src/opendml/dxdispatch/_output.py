@@ -198,6 +198,8 @@ def check_output_dir(directory: str | os.PathLike, names) -> str:
     file name. Returns the folder's absolute path."""
     if not isinstance(directory, (str, os.PathLike)):
         raise TypeError(f"the output folder must be a str or os.PathLike; got {type(directory).__name__}")
+    if not os.fspath(directory):            # (abspath would make it the current folder: an unset shell variable)
+        raise ModelError("--output-dir: must name a folder; got an empty path")
     directory = os.path.abspath(os.fspath(directory))
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise ModelError(f"--output-dir {directory}: exists and is not a folder")
