@@ -51,7 +51,9 @@ class Buffer:
 
     def write(self, array: ArrayLike, tensor: TensorDesc | None = None, offset: int = 0, *, casting: str = "safe") -> None:
         """Write ``array``'s elements at byte ``offset``: the tensor's elements only (bytes between them keep their
-        values); where a stride of 0 makes elements share memory, the first along that dimension is stored.
+        values); where a stride of 0 makes elements share memory, the first along that dimension is stored. Where other
+        strides make elements overlap (sizes [3, 3], strides [1, 2]), which of them is stored is unspecified (NumPy's
+        assignment order): give an array whose overlapping elements agree.
 
         Parameters
         ----------
