@@ -125,6 +125,21 @@ def test_owned_by_dml_input_is_bound_at_initialization():
     assert np.array_equal(out.read(desc.output_tensor), [[[[7, 8], [11, 12], [15, 16]]]])
 
 
+@pytest.mark.parametrize("dtype", [np.longdouble, np.bool_])
+def test_packed_bytes_need_a_directml_type_in_write_as_in_upload(dtype):
+    """``Buffer.write(array)`` without a tensor wrote a long double's bytes, its padding included (6 bytes of
+    whatever memory held on x86: host memory leaked into the buffer), where ``upload`` refuses an array dtype with
+    no DirectML type; both refuse it now, and the buffer keeps its bytes."""
+    device = dml.Device("cpu")
+    buf = device.create_buffer(64)
+    for call, where in ((lambda: buf.write(np.array([1.5, 2], dtype)), "Buffer.write"),
+                        (lambda: device.upload(np.array([1.5, 2], dtype)), "upload")):
+        with pytest.raises(dml.ValidationError, match=rf"^{where}: unsupported array dtype {np.dtype(dtype)} \(no "
+                                                      rf"DirectML data type\); pass a tensor to convert it"):
+            call()
+    assert not buf.read().any()
+
+
 def test_write_and_read_take_the_same_range_the_elements_span(backend):
     """``Buffer.write`` refused a tensor whose TotalTensorSizeInBytes (larger than its elements' span) reached past
     the buffer, though it writes only the elements and ``read`` of the same tensor at the same offset works."""

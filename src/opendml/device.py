@@ -72,8 +72,9 @@ class Buffer:
         Raises
         ------
         ValidationError
-            If a value does not survive the conversion, the shape is not the tensor's sizes, ``casting`` is unknown, or
-            the array is masked, ragged or not numeric.
+            If a value does not survive the conversion, the shape is not the tensor's sizes, ``casting`` is unknown, the
+            array is masked, ragged or not numeric, or, without ``tensor``, its dtype has no DirectML data type (bool,
+            long double).
         BindingError
             If the bytes written would not lie inside the buffer.
         TypeError
@@ -87,6 +88,7 @@ class Buffer:
 
     def _write(self, host: np.ndarray, tensor: TensorDesc | None, offset: int, casting: str, w: str) -> None:
         if tensor is None:
+            _check_packed_type(host, w)
             if host.dtype.byteorder == ">" or (host.dtype.byteorder == "=" and not np.little_endian):
                 host = host.astype(host.dtype.newbyteorder("<"))
             data = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
@@ -158,6 +160,15 @@ def _check_tensor_arg(tensor, where: str, casting: str = "safe") -> None:
     if not isinstance(casting, str) or casting not in CASTING:
         raise ValidationError(f"{where}: casting must be one of {', '.join(repr(c) for c in CASTING)}; "
                               f"got {_short(casting)}")
+
+
+def _check_packed_type(host: np.ndarray, where: str) -> None:
+    """Packed bytes (``Buffer.write`` and ``upload`` without a tensor) are those of a DirectML data type: a long double
+    (whose padding holds whatever memory did) or a bool has none."""
+    if host.dtype.kind not in "iuf" or host.dtype.itemsize not in (1, 2, 4, 8):
+        raise ValidationError(f"{where}: unsupported array dtype {host.dtype} (no DirectML data type); pass a tensor "
+                              f"to convert it")
+    DataType.from_numpy(host.dtype.newbyteorder("="))
 
 
 def host_array(array, where: str) -> np.ndarray:
@@ -593,9 +604,7 @@ class Device:
         _check_tensor_arg(tensor, w, casting)
         host = host_array(array, w)
         if tensor is None:
-            if host.dtype.kind not in "iuf" or host.dtype.itemsize not in (1, 2, 4, 8):
-                raise ValidationError(f"upload: unsupported array dtype {host.dtype}")
-            DataType.from_numpy(host.dtype.newbyteorder("="))
+            _check_packed_type(host, w)
             size = round_up_4(max(host.nbytes, 4))
         else:
             size = tensor.total_tensor_size_in_bytes
