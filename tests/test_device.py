@@ -125,6 +125,24 @@ def test_owned_by_dml_input_is_bound_at_initialization():
     assert np.array_equal(out.read(desc.output_tensor), [[[[7, 8], [11, 12], [15, 16]]]])
 
 
+@pytest.mark.parametrize("size, error, message", [
+    (-5, dml.ValidationError, r"^Buffer: size_in_bytes must be in \[1, 70368744177664\]; got -5$"),
+    (0, dml.ValidationError, r"^Buffer: size_in_bytes must be in \[1, 70368744177664\]; got 0$"),
+    (2.5, dml.ValidationError, r"^Buffer: size_in_bytes must be an integer; got 2.5 of type float$"),
+    ("8", dml.ValidationError, r"^Buffer: size_in_bytes must be an integer; got '8' of type str$"),
+    (2**70, dml.ValidationError, r"^Buffer: size_in_bytes must be in \[1, 70368744177664\]; got 1180591620717411303424$"),
+    (2**46, dml.AllocationError, r"^Buffer: could not allocate 70368744177664 bytes on cpu$"),
+])
+def test_a_buffer_made_directly_checks_its_size_as_create_buffer_does(size, error, message):
+    """``Buffer(device, n)`` (a public class) took any size: -5 made a buffer whose ``read`` returned 49 bytes of
+    its allocation's padding; 2.5, "8" or 2**70 raised NumPy's ``TypeError``/``ValueError``."""
+    with pytest.raises(error, match=message):
+        dml.Buffer(dml.Device("cpu"), size)
+    with pytest.raises(TypeError, match=r"^Buffer: device must be an opendml Device; got str$"):
+        dml.Buffer("cpu", 8)
+    assert dml.Buffer(dml.Device("cpu"), 8).read().tolist() == [0] * 8
+
+
 @pytest.mark.parametrize("dtype", [np.longdouble, np.bool_])
 def test_packed_bytes_need_a_directml_type_in_write_as_in_upload(dtype):
     """``Buffer.write(array)`` without a tensor wrote a long double's bytes, its padding included (6 bytes of

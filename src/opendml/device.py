@@ -39,12 +39,18 @@ CASTING = ("no", "equiv", "safe", "same_kind", "unsafe")
 
 class Buffer:
     """A zero-filled byte buffer of ``size_in_bytes`` on ``device`` (DirectML's committed resource), made by
-    ``Device.create_buffer`` or ``Device.upload``; bind byte ranges of it with ``BufferBinding``."""
+    ``Device.create_buffer`` or ``Device.upload``; bind byte ranges of it with ``BufferBinding``. Made directly, it
+    checks its arguments as ``create_buffer`` does (``TypeError`` for a device that is none)."""
 
     def __init__(self, device: "Device", size_in_bytes: int):
-        self.device = device
-        self.size_in_bytes = size_in_bytes
-        self._storage = device.backend.allocate(size_in_bytes)
+        if not isinstance(device, Device):
+            raise TypeError(f"Buffer: device must be an opendml Device; got {type(device).__name__}")
+        size = _buffer_size(size_in_bytes, "Buffer")
+        try:
+            self._storage = device.backend.allocate(size)
+        except MemoryError:
+            raise alloc.AllocationError(f"Buffer: could not allocate {size} bytes on {device.kind}") from None
+        self.device, self.size_in_bytes = device, size
 
     def __repr__(self) -> str:
         return f"Buffer({self.device.kind!r}, size_in_bytes={self.size_in_bytes})"
@@ -152,6 +158,14 @@ class Buffer:
         if offset < 0 or offset + nbytes > self.size_in_bytes:
             raise BindingError(f"{where}: bytes [{offset}, {offset + nbytes}) must lie inside the buffer "
                                f"of {self.size_in_bytes} bytes")
+
+
+def _buffer_size(size_in_bytes, where: str) -> int:
+    """A buffer's size: an integer in [1, MAX_BUFFER_BYTES], else ``ValidationError`` naming ``where``."""
+    size = as_int(size_in_bytes, "size_in_bytes", where=where)
+    if not 1 <= size <= MAX_BUFFER_BYTES:
+        raise ValidationError(f"{where}: size_in_bytes must be in [1, {MAX_BUFFER_BYTES}]; got {size}")
+    return size
 
 
 def _check_tensor_arg(tensor, where: str, casting: str = "safe") -> None:
@@ -579,12 +593,10 @@ class Device:
     def create_buffer(self, size_in_bytes: int) -> Buffer:
         """A new zero-filled buffer of ``size_in_bytes`` in [1, 2**46] (``ValidationError`` for a size out of range
         or not an integer; ``AllocationError``, also a ``MemoryError``, for one not allocatable)."""
-        size = as_int(size_in_bytes, "size_in_bytes", where="create_buffer")
-        if not 1 <= size <= MAX_BUFFER_BYTES:
-            raise ValidationError(f"create_buffer: size_in_bytes must be in [1, {MAX_BUFFER_BYTES}]; got {size}")
+        size = _buffer_size(size_in_bytes, "create_buffer")
         try:
             return Buffer(self, size)
-        except MemoryError:
+        except alloc.AllocationError:
             raise alloc.AllocationError(f"create_buffer: could not allocate {size} bytes on {self.kind}") from None
 
     def upload(self, array: ArrayLike, tensor: TensorDesc | None = None, *, casting: str = "safe") -> Buffer:
