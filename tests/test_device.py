@@ -6,6 +6,7 @@ import opendml as dml
 
 F32 = dml.DataType.FLOAT32
 X = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
+DESC = dml.Slice1OperatorDesc(dml.TensorDesc(F32, [1, 1, 4, 4]), None, [0, 0, 0, 1], [1, 1, 4, 3], [1, 1, -2, 2])
 
 
 def setup(backend="cpu", desc=None, level="6_4"):
@@ -141,6 +142,34 @@ def test_a_buffer_made_directly_checks_its_size_as_create_buffer_does(size, erro
     with pytest.raises(TypeError, match=r"^Buffer: device must be an opendml Device; got str$"):
         dml.Buffer("cpu", 8)
     assert dml.Buffer(dml.Device("cpu"), 8).read().tolist() == [0] * 8
+
+
+def test_an_operator_made_directly_is_validated_at_its_device_level():
+    """``Operator(device, desc)`` (a public class) skipped ``create_operator``'s validation: an UNFOLD made that way
+    compiled and ran on a device of feature level 6_3, where UNFOLD does not exist."""
+    device = dml.Device("cpu", feature_level="6_3")
+    desc = dml.UnfoldOperatorDesc(dml.TensorDesc(F32, [1, 1, 5, 5]), None, [3, 3], [1, 1], [1, 1], [0, 0], [0, 0])
+    with pytest.raises(dml.UnsupportedError, match="UNFOLD: the operator was introduced in feature level 6_4; got "
+                                                   "feature level 6_3"):
+        dml.Operator(device, desc)
+    assert dml.Operator(dml.Device("cpu"), desc).desc is desc
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda d: dml.Operator(d, "SLICE1"), dml.ValidationError,
+     r"^Operator: expected an operator description; got str$"),
+    (lambda d: dml.Operator(None, DESC), TypeError, r"^Operator: device must be an opendml Device; got NoneType$"),
+    (lambda d: dml.CompiledOperator(d, DESC), dml.ValidationError,
+     r"^CompiledOperator: expected an Operator created by this device$"),
+    (lambda d: dml.CompiledOperator(dml.Device("cpu"), d.create_operator(DESC)), dml.ValidationError,
+     r"^CompiledOperator: expected an Operator created by this device$"),
+    (lambda d: dml.BindingTable("x"), dml.BindingError, r"^BindingTable: expected a CompiledOperator; got str$"),
+])
+def test_the_flow_classes_made_directly_check_their_arguments(make, error, message):
+    """Made with the wrong arguments, they raised ``AttributeError`` (``'str' object has no attribute 'OPERATOR'``)
+    from inside, or later, at compile or bind."""
+    with pytest.raises(error, match=message):
+        make(dml.Device("cpu"))
 
 
 @pytest.mark.parametrize("dtype", [np.longdouble, np.bool_])

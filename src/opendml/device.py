@@ -311,9 +311,15 @@ def _binding_int(value, field) -> int:
 
 class Operator:
     """A validated operator (``IDMLOperator``) of description ``desc``, made by
-    ``device`` (``Device.create_operator``); compile it with ``Device.compile_operator``."""
+    ``device`` (``Device.create_operator``); compile it with ``Device.compile_operator``. Made directly, it validates
+    ``desc`` at the device's feature level as ``create_operator`` does."""
 
     def __init__(self, device: "Device", desc: OperatorDesc):
+        if not isinstance(device, Device):
+            raise TypeError(f"Operator: device must be an opendml Device; got {type(device).__name__}")
+        if not isinstance(desc, OperatorDesc):
+            raise ValidationError(f"Operator: expected an operator description; got {type(desc).__name__}")
+        desc.validate(device.feature_level)
         self.device, self.desc = device, desc
 
     def __repr__(self) -> str:
@@ -325,6 +331,8 @@ class CompiledOperator:
     bind in a ``BindingTable`` and execute from any number of threads."""
 
     def __init__(self, device: "Device", operator: Operator):
+        if not isinstance(operator, Operator) or operator.device is not device:
+            raise ValidationError("CompiledOperator: expected an Operator created by this device")
         self.device, self.operator, self.desc = device, operator, operator.desc
         self.plan = self.desc.lower()
         self._owned: list = [None] * len(self.desc.inputs)  # snapshots of OWNED_BY_DML inputs
@@ -349,6 +357,8 @@ class BindingTable:
     bindings, and an execution alongside a bind uses the old or the new bindings, never a mix."""
 
     def __init__(self, compiled: CompiledOperator):
+        if not isinstance(compiled, CompiledOperator):
+            raise BindingError(f"BindingTable: expected a CompiledOperator; got {type(compiled).__name__}")
         self.compiled = compiled
         self._inputs: list | None = None
         self._outputs: list | None = None
@@ -517,8 +527,7 @@ class Device:
         """
         if not isinstance(desc, OperatorDesc):
             raise ValidationError(f"create_operator: expected an operator description; got {type(desc).__name__}")
-        desc.validate(self.feature_level)
-        return Operator(self, desc)
+        return Operator(self, desc)             # (validated there)
 
     def compile_operator(self, operator: Operator | OperatorDesc) -> CompiledOperator:
         """Compile an operator this device created, or a description (created first).
