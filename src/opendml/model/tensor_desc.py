@@ -10,7 +10,7 @@ import enum
 import math
 from collections.abc import Sequence
 
-from ._checks import UINT32_MAX, UINT64_MAX, as_int, as_int_tuple
+from ._checks import UINT32_MAX, UINT64_MAX, _short, as_int, as_int_tuple
 from .data_type import ELEMENT_TYPES, DataType
 from .errors import ValidationError
 
@@ -244,6 +244,8 @@ class TensorDesc:
                 f"{w}: GuaranteedBaseOffsetAlignment must be 0 or a power of two >= the element size "
                 f"{dt.size}; got {align}")
         set_("guaranteed_base_offset_alignment", align)
+        if isinstance(self.flags, enum.Enum) and not isinstance(self.flags, TensorFlags):
+            raise ValidationError(f"{w}: Flags must be a TensorFlags or an integer; got {_short(self.flags)}")
         flags = as_int(self.flags, "Flags", where=w)
         if flags & ~int(TensorFlags.OWNED_BY_DML):
             raise ValidationError(f"{w}: Flags must be NONE (0) or OWNED_BY_DML (1); got {flags}")
