@@ -75,3 +75,14 @@ def test_counts_that_are_integers_keep_their_messages():
     with pytest.raises(JsonFormError, match=r"^\$\.DimensionCount: must equal the length of InputWindowOffsets 4; "
                                             r"got 3$"):
         from_json({**SLICE1, "DimensionCount": 3})
+
+
+@pytest.mark.parametrize("where", ["tensor", "field"])
+def test_a_tuple_is_named_as_a_tuple_not_shown_as_the_array_it_is_not(where):
+    # "$.InputTensor.Sizes: must be an array of integers; got [1, 1, 4, 4]": json.dumps writes a tuple as an array
+    d = {**SLICE1, "InputTensor": {"DataType": "FLOAT32", "Sizes": (1, 1, 4, 4)}} if where == "tensor" else \
+        {**SLICE1, "InputWindowOffsets": (0, 0, 0, 1)}
+    path = r"\$\.InputTensor\.Sizes" if where == "tensor" else r"\$\.InputWindowOffsets"
+    value = r"\(1, 1, 4, 4\)" if where == "tensor" else r"\(0, 0, 0, 1\)"
+    with pytest.raises(JsonFormError, match=rf"^{path}: must be an array of integers; got {value}$"):
+        from_json(d)

@@ -110,7 +110,10 @@ def _short(value) -> str:
 
 def json_text(value) -> str:
     """``value`` as JSON writes it, for a message; ``_short``'s repr where JSON
-    has no form for it (a NumPy number, a set, a list holding itself...)."""
+    has no form for it (a NumPy number, a set, a list holding itself...) or
+    would show another type (a tuple, which it writes as an array)."""
+    if isinstance(value, tuple):
+        return _short(value)
     try:
         return json.dumps(value)
     except (TypeError, ValueError, RecursionError):
