@@ -172,6 +172,16 @@ def test_the_flow_classes_made_directly_check_their_arguments(make, error, messa
         make(dml.Device("cpu"))
 
 
+def test_a_binding_to_the_rest_of_the_buffer_from_past_its_end_names_the_offset():
+    """``BufferBinding(buffer, offset)`` (SizeInBytes left out: the rest of the buffer) from past the buffer's end
+    said "SizeInBytes must be in [0, 18446744073709551615]; got -64", a size the user never gave."""
+    buf = dml.Device("cpu").create_buffer(64)
+    with pytest.raises(dml.BindingError, match=r"^BufferBinding: Offset must be <= the buffer's 64 bytes where "
+                                               r"SizeInBytes is left out \(the rest of the buffer\); got 128$"):
+        dml.BufferBinding(buf, 128)
+    assert dml.BufferBinding(buf, 64).size_in_bytes == 0 and dml.BufferBinding(buf, 16).size_in_bytes == 48
+
+
 @pytest.mark.parametrize("dtype", [np.longdouble, np.bool_])
 def test_packed_bytes_need_a_directml_type_in_write_as_in_upload(dtype):
     """``Buffer.write(array)`` without a tensor wrote a long double's bytes, its padding included (6 bytes of

@@ -290,6 +290,9 @@ class BufferBinding:
         if not isinstance(self.buffer, Buffer):
             raise BindingError(f"BufferBinding: Buffer must be an opendml Buffer; got {type(self.buffer).__name__}")
         object.__setattr__(self, "offset", _binding_int(self.offset, "Offset"))
+        if self.size_in_bytes is None and self.offset > self.buffer.size_in_bytes:
+            raise BindingError(f"BufferBinding: Offset must be <= the buffer's {self.buffer.size_in_bytes} bytes "
+                               f"where SizeInBytes is left out (the rest of the buffer); got {self.offset}")
         size = self.buffer.size_in_bytes - self.offset if self.size_in_bytes is None else self.size_in_bytes
         object.__setattr__(self, "size_in_bytes", _binding_int(size, "SizeInBytes"))
 
