@@ -442,7 +442,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_run)
     v = sub.add_parser("validate", help="check a JSON description without running it",
                        description="Check a description; print the output description, DMLCalcBufferTensorSize "
-                       "of every tensor, the required binding sizes and the lowest valid feature level.")
+                       "and the required binding sizes of its first input and first output tensor, and the lowest "
+                       "valid feature level.")
     v.add_argument("spec", metavar="SPEC.json", help="a JSON description (DirectML's field names)")
     v.add_argument("--feature-level", default=None, metavar="L",
                    help="also require validity at this feature level (e.g. 6_4)")
