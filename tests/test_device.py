@@ -182,6 +182,24 @@ def test_a_binding_to_the_rest_of_the_buffer_from_past_its_end_names_the_offset(
     assert dml.BufferBinding(buf, 64).size_in_bytes == 0 and dml.BufferBinding(buf, 16).size_in_bytes == 48
 
 
+@pytest.mark.parametrize("slot", ["InputTensor", "OutputTensor"])
+def test_a_tensor_too_large_for_a_buffer_is_named_by_run_and_upload(slot):
+    """``Device.run`` (and ``opendml run``) of a description whose TotalTensorSizeInBytes passes the largest buffer
+    said ``create_buffer: size_in_bytes must be in [1, 70368744177664]; got 1125899906842624``, naming a call the
+    user never made and no tensor."""
+    big = dict(total_tensor_size_in_bytes=2**50)
+    inp = dml.TensorDesc(F32, [1, 1, 4, 4], **(big if slot == "InputTensor" else {}))
+    out = dml.TensorDesc(F32, [1, 1, 2, 2], **(big if slot == "OutputTensor" else {}))
+    desc = dml.Slice1OperatorDesc(inp, out, [0, 0, 0, 1], [1, 1, 4, 3], [1, 1, -2, 2])
+    with pytest.raises(dml.ValidationError, match=rf"^Device.run: SLICE1 {slot}: TotalTensorSizeInBytes must be at "
+                                                  rf"most 70368744177664 \(the largest buffer\); got 1125899906842624$"):
+        dml.Device("cpu").run(desc, X)
+    if slot == "InputTensor":
+        with pytest.raises(dml.ValidationError, match=r"^upload: the tensor's TotalTensorSizeInBytes must be at most "
+                                                      r"70368744177664 \(the largest buffer\); got 1125899906842624$"):
+            dml.Device("cpu").upload(X, inp)
+
+
 @pytest.mark.parametrize("dtype", [np.longdouble, np.bool_])
 def test_packed_bytes_need_a_directml_type_in_write_as_in_upload(dtype):
     """``Buffer.write(array)`` without a tensor wrote a long double's bytes, its padding included (6 bytes of

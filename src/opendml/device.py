@@ -168,6 +168,16 @@ def _buffer_size(size_in_bytes, where: str) -> int:
     return size
 
 
+def _fits_a_buffer(t: TensorDesc, what: str) -> int:
+    """``t``'s TotalTensorSizeInBytes, which a buffer made for it takes, checked against the largest buffer where the
+    caller makes one (``what`` names the tensor: create_buffer's message would name neither it nor the call)."""
+    total = t.total_tensor_size_in_bytes
+    if total > MAX_BUFFER_BYTES:
+        raise ValidationError(f"{what} TotalTensorSizeInBytes must be at most {MAX_BUFFER_BYTES} (the largest "
+                              f"buffer); got {total}")
+    return total
+
+
 def _check_tensor_arg(tensor, where: str, casting: str = "safe") -> None:
     if tensor is not None and not isinstance(tensor, TensorDesc):
         raise TypeError(f"{where}: tensor must be a TensorDesc or None; got {type(tensor).__name__}")
@@ -631,7 +641,7 @@ class Device:
             _check_packed_type(host, w)
             size = round_up_4(max(host.nbytes, 4))
         else:
-            size = tensor.total_tensor_size_in_bytes
+            size = _fits_a_buffer(tensor, "upload: the tensor's")
         buf = self.create_buffer(size)
         buf._write(host, tensor, 0, casting, w)
         return buf
@@ -685,6 +695,8 @@ class Device:
         if len(arrays) != len(tensors):
             raise ValidationError(f"Device.run: {desc.OPERATOR} takes {len(tensors)} input array(s); "
                                   f"got {len(arrays)}")
+        for name, t in desc.named_tensors("input") + desc.named_tensors("output"):
+            _fits_a_buffer(t, f"Device.run: {desc.OPERATOR} {name}:")
         inputs = [BufferBinding(self.upload(x, t)) for x, t in zip(arrays, tensors)]
         owned = [bool(t.flags & TensorFlags.OWNED_BY_DML) for t in tensors]
         if any(owned):
