@@ -15,6 +15,7 @@ Errors are one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -472,19 +473,66 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _OutputError(UsageError):
+    """Standard output cannot be written (a full disk)."""
+
+
+class _Output:
+    """Standard output while a command runs: a write or flush that fails (a full disk) is the command's error, exit 2
+    with one line, not a bug of opendml; a closed pipe stays ``BrokenPipeError``."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _checked(self, call, *args):
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise _OutputError(f"cannot write the output: {e.strerror or e}") from None
+
+    def write(self, text):
+        return self._checked(self._stream.write, text)
+
+    def flush(self):
+        return self._checked(self._stream.flush)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _drop_stdout() -> None:
+    """Point standard output at the null device: what it still buffers cannot be written (a closed pipe, a full
+    disk), and Python's flush at exit would report it again."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def main(argv=None) -> int:
     """The command line, with the module docstring's exit codes; errors are
     one line on stderr, never a traceback."""
     args, extra = build_parser().parse_known_args(argv)
     if extra:
         args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    stdout = sys.stdout
+    if stdout is not None:
+        sys.stdout = _Output(stdout)
     try:
         config()  # a malformed OPENDML_* environment variable is bad input too
-        return args.func(args)
+        code = args.func(args)
+        if sys.stdout is not None:
+            sys.stdout.flush()          # (an output that cannot be written fails here, not at exit)
+        return code
     except (DmlError, UsageError) as e:
+        if isinstance(e, _OutputError):
+            _drop_stdout()
         print(f"opendml: error: {_one_line(e)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `opendml run | head`
+        _drop_stdout()
         return 0
     except KeyboardInterrupt:
         print("opendml: interrupted", file=sys.stderr)
@@ -497,6 +545,8 @@ def main(argv=None) -> int:
         print(f"opendml: internal error: {type(e).__name__}: {_one_line(e)}{at} (a bug of opendml; "
               f"please report it)", file=sys.stderr)
         return 3
+    finally:
+        sys.stdout = stdout
 
 
 def _one_line(e: BaseException) -> str:

@@ -336,3 +336,23 @@ def test_an_empty_output_dir_is_refused_not_read_as_the_current_folder(tmp_path,
     assert main(["run", str(spec), "--output", ""]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == "opendml: error: --output: must name a file; got an empty path\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("argv", [["run", "--example", "unfold"], ["dispatch", "--example", "unfold"], ["info"],
+                                  ["run", "--list"]])
+def test_an_output_stream_that_cannot_be_written_is_one_line_and_exit_2(argv):
+    """Standard output on a full disk (here /dev/full) was "internal error: OSError: [Errno 28] No space left on
+    device ... (a bug of opendml; please report it)", exit 3 (or, for output still buffered at exit, Python's
+    "Exception ignored" lines and exit 120)."""
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "opendml", *argv], stdout=full, stderr=subprocess.PIPE, text=True,
+                           timeout=60)
+    assert r.returncode == 2 and r.stderr == "opendml: error: cannot write the output: No space left on device\n", \
+        (r.returncode, r.stderr)
+
+
+def test_a_closed_pipe_is_still_a_quiet_exit_0():
+    r = subprocess.run(f"{sys.executable} -m opendml run | head -c 10", shell=True, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stderr == "" and len(r.stdout) == 10, r
