@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-from ..model._checks import UINT32_MAX, _short, number
+from ..model._checks import NOT_NUMBERS, UINT32_MAX, _short, number
 from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
@@ -118,8 +118,8 @@ def data_type(spelling):
     None for a dtype with no DirectML type (bool, bfloat16...); ``TypeError`` for no dtype at all."""
     try:
         return _data_type(spelling)
-    except TypeError:                     # not hashable: read uncached (no dtype: the same TypeError again)
-        return _data_type.__wrapped__(spelling)
+    except (TypeError, ValueError):       # not hashable (a generic np.timedelta64: ValueError): read uncached (no
+        return _data_type.__wrapped__(spelling)   # dtype: the same TypeError again)
 
 
 # cached by the spelling and its type (typed): DataType.FLOAT32 == 1 and True == 1, but 1 is no dtype
@@ -192,7 +192,8 @@ def dtype_argument(dtype, function: str):
     ``ValidationError`` for no dtype)."""
     cls = OPERATOR_OF[function]
     # its int value (NumPy's ints as Python's): how torch.compile passes a member
-    if (member := enum_member(DataType, int(dtype) if isinstance(dtype, np.integer) else dtype)) is not None:
+    numpy_int = isinstance(dtype, np.integer) and not isinstance(dtype, NOT_NUMBERS)
+    if (member := enum_member(DataType, int(dtype) if numpy_int else dtype)) is not None:
         dtype = member
     try:
         dt = data_type(dtype)

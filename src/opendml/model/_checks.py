@@ -27,6 +27,11 @@ UINT64_MAX = 2**64 - 1
 INT_BITS = 1024
 _INT_LIMIT = 1 << INT_BITS
 
+#: What a test for a number (``isinstance(v, (int, float, np.integer, np.floating))``) refuses first: bools (Python's
+#: are ints) and NumPy's durations (``np.timedelta64`` is a ``np.signedinteger``; its ``int()`` and ``float()`` give a
+#: ``datetime.timedelta``'s error, or its count in whatever unit it has).
+NOT_NUMBERS = (bool, np.timedelta64)
+
 
 def as_int(value, what: str, *, where: str) -> int:
     """Return ``value`` as an int; refuse bools, floats, non-integers and integers of more than ``INT_BITS`` bits."""
