@@ -38,3 +38,41 @@ def test_a_numpy_duration_is_no_number(call, error, message, duration, call_cach
             with pytest.raises(error, match=message) as info:
                 call(duration)
             assert isinstance(info.value, dml.DmlError) or error is TypeError
+
+
+# A 0-d PyTorch bool tensor's __index__ gives 0 or 1: it was read as that int wherever an int is read, where True,
+# np.True_, np.array(True) and JAX's bools are refused
+BOOL_AS_INT_CALLS = [
+    (lambda v: dml.gather(X, np.array([0]), v), r"^gather: axis must be an integer; got "),
+    (lambda v: dml.split(X, v, [2, 2]), r"^split: axis must be an integer; got "),
+    (lambda v: dml.space_to_depth(X, v), r"^SPACE_TO_DEPTH1: BlockSize must be an integer; got "),
+    (lambda v: dml.tile(X, [1, 1, v, 1]), r"^TILE: Repeats\[2\] must be an integer; got "),
+    (lambda v: dml.tile(X, v), r"^TILE: Repeats must be a sequence of integers; got "),
+    (lambda v: dml.slice(X, [0, 0, v, 0], [1, 1, 2, 2], [1, 1, 1, 1]), r"^SLICE: Offsets\[2\] must be an integer; "),
+    (lambda v: dml.unfold(X, [v, 2]), r"^UNFOLD: WindowSizes\[0\] must be an integer; got "),
+    (lambda v: dml.fold(np.ones((1, 4, 9), np.float32), [4, 4], [2, v]), r"^FOLD: WindowSizes\[1\] must be an "),
+    (lambda v: dml.split(X, 2, [v, 3]), r"^SPLIT: OutputTensors\[0\].Sizes\[2\] must be an int >= 1 \(sizes\[0\]\)"),
+    (lambda v: dml.one_hot(np.array([0]), v, np.array([0.0, 1.0])), r"^ONE_HOT: OutputTensor's size along Axis must "
+                                                                    r"be an integer \(depth\); got "),
+    (lambda v: dml.diagonal_matrix(X, begin=v), r"^DIAGONAL_MATRIX1: DiagonalFillBegin must be an integer; got "),
+    (lambda v: dml.gather(X, np.array([[0]]), 1, v), r"^GATHER: IndexDimensions must be an integer "),
+]
+
+
+@pytest.mark.parametrize("call_cache", [True, False])
+@pytest.mark.parametrize("call, message", BOOL_AS_INT_CALLS,
+                         ids=["axis", "split-axis", "block", "tile-entry", "tile-whole", "slice-offset", "unfold",
+                              "fold", "split-size", "depth", "begin", "index-dimensions"])
+def test_a_torch_bool_tensor_is_no_int(call, message, call_cache):
+    torch = pytest.importorskip("torch")
+    with dml.configure(call_cache=call_cache):
+        for flag in (torch.tensor(True), torch.tensor(False)):
+            for _ in range(2):
+                with pytest.raises(dml.ValidationError, match=message):
+                    call(flag)
+
+
+def test_configure_refuses_a_torch_bool_tensor_as_a_count():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"^configure: threads must be an int; got torch.Tensor"):
+        dml.configure(threads=torch.tensor(True))

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
 import sys
 
 import numpy as np
 
-from ..model._checks import NOT_NUMBERS, UINT32_MAX, _short, number
+from ..model._checks import NOT_NUMBERS, UINT32_MAX, _short, index_value, number
 from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
@@ -317,7 +316,7 @@ def axis(value, rank: int, function: str) -> int:
     if isinstance(value, bool):
         raise ValidationError(f"{function}: axis must be an integer; got {value!r}")
     try:
-        a = operator.index(value)
+        a = index_value(value)
     except Exception:  # noqa: BLE001 - no int value (as_int's reason)
         raise ValidationError(f"{function}: axis must be an integer; got {_short(value)}") from None
     if not -rank <= a < rank:

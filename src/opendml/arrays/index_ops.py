@@ -19,12 +19,12 @@ are index-driven move programs (``ops._index.IndexAdjointDesc``) run by ``index_
 from __future__ import annotations
 
 import math
-import operator
 import sys
 from typing import Any
 
 import numpy as np
 
+from ..model._checks import index_value
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
 from ..model.tensor_desc import MAX_RANK
@@ -67,7 +67,7 @@ def count(value, where: str, field: str, lo: int, what: str) -> int:
     if isinstance(value, bool):
         raise _contract.field_error(where, field, f"be an integer ({what})", value)
     try:
-        v = operator.index(value)
+        v = index_value(value)
     except Exception:  # noqa: BLE001 - no int value (as_int's reason)
         raise _contract.field_error(where, field, f"be an integer ({what})", value) from None
     if v < lo:

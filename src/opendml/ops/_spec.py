@@ -12,14 +12,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-import operator
 import re
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..model._checks import NOT_NUMBERS, _short, json_text, type_name
+from ..model._checks import NOT_NUMBERS, _short, index_value, json_text, type_name
 from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import ValidationError
 
@@ -399,7 +398,7 @@ def scalar_int(value) -> int | None:
         return None if isinstance(value, NOT_NUMBERS) else int(value)
     if getattr(value, "ndim", None) == 0:
         try:
-            return operator.index(value)
+            return index_value(value)
         except Exception:  # noqa: BLE001 - no int value (as_int's reason): as_int names it
             return None
     return None
