@@ -76,3 +76,43 @@ def test_configure_refuses_a_torch_bool_tensor_as_a_count():
     torch = pytest.importorskip("torch")
     with pytest.raises(TypeError, match=r"^configure: threads must be an int; got torch.Tensor"):
         dml.configure(threads=torch.tensor(True))
+
+
+# A masked array was refused, late, as "array API: masked arrays are not supported ...; pass x.filled(value) or
+# x.data explicitly" whichever argument it was (the indices, join's second array); a Dask array of masked chunks got
+# that error only at compute(). The error names the function and the argument, when the call (or graph) is made.
+MASKED_CALLS = [
+    (lambda m: dml.identity(m), "identity", "x"),
+    (lambda m: dml.slice(m, [0, 0, 0, 0], [1, 1, 2, 2], [1, 1, 1, 1]), "slice", "x"),
+    (lambda m: dml.join([X, m], 1), "join", "arrays[1]"),
+    (lambda m: dml.gather(X, m.astype(np.int64), 2), "gather", "indices"),
+    (lambda m: dml.scatter_nd(X, np.array([[0, 0, 1]]), m[0, 0, :1]), "scatter_nd", "updates"),
+    (lambda m: dml.one_hot(m.astype(np.int64), 4, np.array([0.0, 1.0])), "one_hot", "indices"),
+    (lambda m: dml.one_hot(np.array([0]), 4, m[0, 0, 0, :2]), "one_hot", "values"),
+]
+
+
+@pytest.mark.parametrize("call_cache", [True, False])
+@pytest.mark.parametrize("call, function, argument", MASKED_CALLS, ids=[f"{c[1]}-{c[2]}" for c in MASKED_CALLS])
+def test_a_masked_array_is_refused_by_its_name(call, function, argument, call_cache):
+    masked = np.ma.masked_array(X % 4, mask=X > 7)
+    with dml.configure(call_cache=call_cache):
+        call(np.asarray(masked))      # the plain array of that call first: a passed dtype and rank skip no check
+        for _ in range(2):
+            with pytest.raises(dml.ValidationError, match=rf"^{function}: masked arrays are not supported "
+                                                          rf"\({re.escape(argument)} is one: its mask would be "
+                                                          rf"dropped\); pass {re.escape(argument)}.filled\(value\) "
+                                                          rf"or {re.escape(argument)}.data$"):
+                call(masked)
+
+
+@pytest.mark.parametrize("call, function, argument", MASKED_CALLS, ids=[f"{c[1]}-{c[2]}" for c in MASKED_CALLS])
+def test_a_dask_array_of_masked_chunks_is_refused_when_the_graph_is_built(call, function, argument):
+    da = pytest.importorskip("dask.array")
+    masked = da.from_array(np.ma.masked_array(X % 4, mask=X > 7), chunks=2, asarray=False)
+    if function == "join":                # (every array of one framework)
+        call = lambda m: dml.join([da.from_array(X, chunks=2), m], 1)   # noqa: E731
+    call(da.from_array(X % 4, chunks=2))
+    with pytest.raises(dml.ValidationError, match=rf"^{function}: masked arrays are not supported "
+                                                  rf"\({re.escape(argument)} is one"):
+        call(masked)

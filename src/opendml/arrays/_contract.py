@@ -224,7 +224,9 @@ def check_input(function: str, x, argument: str | None = None, slot: str | None 
     level: ``UnsupportedError`` for a dtype it does not take, ``ValidationError`` for a rank or sizes outside
     DirectML's (``_sizes_off``; of an array of any framework only ``dtype``, ``ndim`` (else ``len(shape)``) and
     ``size`` (else ``shape``) are read). ``slot``: the DirectML tensor of one of the further arrays
-    (``check_others``), checked against its types, not ranks."""
+    (``check_others``), checked against its types, not ranks. A masked array is refused first, whatever passed."""
+    if _MAY_BE_MASKED.get(type(x), True):
+        _not_masked(function, x, argument or BINDING[function].array)
     try:
         key = (function, x.dtype, rank_of(x)) if slot is None else ("others", function, argument, x.dtype)
         if key in _PASSED and not _sizes_off(x):
@@ -234,6 +236,21 @@ def check_input(function: str, x, argument: str | None = None, slot: str | None 
     _check_input(function, x, argument or BINDING[function].array, slot)
     if key is not None and len(_PASSED) < 1024:
         _PASSED.add(key)
+
+
+#: Array type -> whether an array of it may be masked (``_not_masked`` looks), for the types seen.
+_MAY_BE_MASKED: dict = {np.ndarray: False}
+
+
+def _not_masked(function: str, x, argument: str) -> None:
+    """A masked array (NumPy's, or a Dask array of masked chunks: its ``_meta`` is one) refused by its name: its mask
+    would be dropped. (Its dtype and rank are a plain array's, which ``_PASSED`` may hold.)"""
+    kind = type(x)
+    if kind not in _MAY_BE_MASKED and len(_MAY_BE_MASKED) < 256:
+        _MAY_BE_MASKED[kind] = issubclass(kind, np.ma.MaskedArray) or hasattr(x, "_meta")
+    if isinstance(x, np.ma.MaskedArray) or isinstance(getattr(x, "_meta", None), np.ma.MaskedArray):
+        raise ValidationError(f"{function}: masked arrays are not supported ({argument} is one: its mask would be "
+                              f"dropped); pass {argument}.filled(value) or {argument}.data")
 
 
 def check_inputs(function: str, arrays) -> None:
