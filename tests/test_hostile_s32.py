@@ -116,3 +116,21 @@ def test_a_dask_array_of_masked_chunks_is_refused_when_the_graph_is_built(call, 
     with pytest.raises(dml.ValidationError, match=rf"^{function}: masked arrays are not supported "
                                                   rf"\({re.escape(argument)} is one"):
         call(masked)
+
+
+def test_a_numpy_scalar_input_of_a_compiled_function_is_the_documented_limitation():
+    """docs/guide/pytorch.md said every NumPy scalar Dynamo passes on as a 0-d tensor is read as its value; one that
+    is an input of the compiled function (or a global it reads) holds none in the trace and fails to compile, where
+    eager takes it. The guide says so now, and that a Python number passed instead works; this pins both."""
+    torch = pytest.importorskip("torch")
+    x = torch.arange(16.0).reshape(1, 1, 4, 4)
+
+    def f(v, s):
+        return dml.identity(v, s)
+    assert torch.equal(f(x, np.float32(0.5)), dml.identity(x, 0.5))
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=r"Scale must be a number") as info:
+        torch.compile(f, backend="aot_eager")(x, np.float32(0.5))
+    assert type(info.value).__module__.startswith("torch._dynamo")
+    torch._dynamo.reset()
+    assert torch.equal(torch.compile(f, backend="aot_eager")(x, float(np.float32(0.5))), dml.identity(x, 0.5))
