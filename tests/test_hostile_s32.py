@@ -134,3 +134,42 @@ def test_a_numpy_scalar_input_of_a_compiled_function_is_the_documented_limitatio
     assert type(info.value).__module__.startswith("torch._dynamo")
     torch._dynamo.reset()
     assert torch.equal(torch.compile(f, backend="aot_eager")(x, float(np.float32(0.5))), dml.identity(x, 0.5))
+
+
+def _read_only(a):
+    a = a.copy()
+    a.flags.writeable = False
+    return a
+
+
+# NumPy indices given with another framework's data move to that framework: torch.as_tensor refused a reversed
+# (negative-stride) or big-endian NumPy array with its bare ValueError, jax.numpy.asarray a big-endian one with a
+# TypeError, and a read-only one made PyTorch warn (UserWarning: "The given NumPy array is not writable")
+HOST_INDICES = {
+    "reversed": lambda: np.arange(3)[::-1],
+    "negative-strides": lambda: np.array([[2, 0, 1]])[:, ::-1][:, ::-1][0],
+    "big-endian": lambda: np.array([2, 0, 1], ">i8"),
+    "read-only": lambda: _read_only(np.array([2, 0, 1])),
+}
+
+
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+@pytest.mark.parametrize("kind", sorted(HOST_INDICES))
+def test_numpy_indices_of_any_layout_move_to_the_datas_framework(kind, framework):
+    import warnings
+    module = pytest.importorskip(framework)
+    data = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    x = module.asarray(data) if framework == "torch" else pytest.importorskip("jax.numpy").asarray(data)
+    indices = HOST_INDICES[kind]()
+    plain = np.ascontiguousarray(indices, dtype=np.int64)
+    calls = {"gather": lambda v, i: dml.gather(v, i, 1),
+             "gather_elements": lambda v, i: dml.gather_elements(v, np.broadcast_to(i.reshape(1, 3, 1), (2, 3, 4)), 1),
+             "scatter_elements": lambda v, i: dml.scatter_elements(v, np.broadcast_to(i.reshape(1, 3, 1), (2, 3, 4)),
+                                                                  v * -1, 1)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name, call in calls.items():
+            for _ in range(2):
+                got = call(x, indices)
+                assert type(got) is type(x), name
+                assert np.array_equal(np.asarray(got), call(data, plain)), name

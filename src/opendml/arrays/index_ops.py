@@ -193,7 +193,12 @@ def _like(a, x, where: str):
     values = _host_batched(a)[0]
     if values is None:
         raise ValidationError(f"{where}: traced JAX indices need JAX data (got {type(x).__module__} data)")
-    return values if fx is None else _FROM_HOST[_contract.framework_of(x)](values, x)
+    if fx is None:
+        return values
+    # native order, C-contiguous, writable: what each framework's constructor takes as it is (torch.as_tensor refuses
+    # negative strides and a non-native byte order, and warns for a read-only array; JAX refuses that byte order)
+    values = np.require(values, values.dtype.newbyteorder("="), ["C", "W"])
+    return _FROM_HOST[_contract.framework_of(x)](values, x)
 
 
 #: Framework (``_dispatch.FRAMEWORKS``, imported where one of its arrays came in) -> (NumPy values, an array
