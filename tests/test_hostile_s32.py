@@ -173,3 +173,17 @@ def test_numpy_indices_of_any_layout_move_to_the_datas_framework(kind, framework
                 got = call(x, indices)
                 assert type(got) is type(x), name
                 assert np.array_equal(np.asarray(got), call(data, plain)), name
+
+
+@pytest.mark.parametrize("value", [np.datetime64(2, "s"), np.datetime64("NaT"), np.void(b"ab")],
+                         ids=["datetime", "NaT", "void"])
+def test_a_numpy_scalar_value_is_no_dtype(value):
+    # numpy.dtype reads a NumPy scalar as its own type: a datetime64 or void value given as `dtype` was refused as
+    # an unsupported dtype named by the value ("cast: dtype 1970-01-01T00:00:02 is not supported by CAST"), where a
+    # value is no dtype (session 31 refused NumPy's numbers so); a NumPy string is a name, read as one
+    for call, function in ((lambda d: dml.cast(X, d), "cast"),
+                           (lambda d: dml.diagonal_matrix(shape=(2, 3), dtype=d), "diagonal_matrix")):
+        with pytest.raises(dml.ValidationError, match=rf"^{function}: dtype must be a NumPy, PyTorch or JAX dtype, "
+                                                      r"or a DataType, its int value or its name; got "):
+            call(value)
+        assert call(np.str_("float16")).dtype == np.float16

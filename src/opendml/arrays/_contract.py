@@ -137,8 +137,11 @@ def _data_type(spelling):
             torch = sys.modules.get("torch")
             if torch is not None and isinstance(getattr(torch, spelling[6:], None), torch.dtype):
                 return _BY_NAME.get(spelling[6:])
-    if spelling is None or isinstance(spelling, (bool, int, float, np.number, np.bool_)):
-        raise TypeError(spelling)        # np.dtype(None) is float64, numbers are no dtypes (NumPy's read as theirs)
+    # np.dtype(None) is float64, and np.dtype reads a NumPy scalar (a number, bool, datetime, void) as its own type:
+    # values are no dtypes; NumPy's strings are names
+    if spelling is None or isinstance(spelling, (bool, int, float)) or (isinstance(spelling, np.generic) and
+                                                                        not isinstance(spelling, (np.str_, np.bytes_))):
+        raise TypeError(spelling)
     try:
         dt = np.dtype(spelling)
     except Exception:                     # noqa: BLE001 - numpy.dtype refuses it: no dtype
