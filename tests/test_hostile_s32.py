@@ -187,3 +187,33 @@ def test_a_numpy_scalar_value_is_no_dtype(value):
                                                       r"or a DataType, its int value or its name; got "):
             call(value)
         assert call(np.str_("float16")).dtype == np.float16
+
+
+WINDOW_CALLS = {
+    "slice": lambda a: dml.slice(a, [0, 0, 0, 1], [1, 1, 3, 2], [1, 1, 1, 2]),
+    "slice1": lambda a: dml.slice1(a, [0, 0, 0, 0], [1, 1, 4, 4], [1, 1, -1, 2]),
+    "unfold": lambda a: dml.unfold(a, 2),
+    "fold": lambda a: dml.fold(a.reshape(1, 4, 4), [3, 3], 2),
+    "slice_grad": lambda a: dml.slice_grad(a, [1, 1, 5, 5], [0, 0, 1, 0], [1, 1, 4, 4], [1, 1, 1, 1]),
+    "identity": lambda a: dml.identity(a),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WINDOW_CALLS))
+def test_a_weakly_typed_jax_array_gives_a_strong_result_on_every_route(name):
+    # the window operators' lax forms (under jit, vmap, grad) kept a weakly typed input's weak type, which their
+    # eager calls (opendml's kernels) and the other functions (a host callback) do not: `+ jnp.float16(1)` then
+    # gave float16 under jit and float32 eagerly
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    f = WINDOW_CALLS[name]
+    weak = jax.lax.broadcast(jnp.asarray(2.0), (1, 1, 4, 4))
+    assert weak.weak_type
+    eager = f(weak)
+    for route in (jax.jit(f), lambda a: jax.vmap(f)(a[None])[0], jax.jit(lambda a: jax.vmap(f)(a[None])[0])):
+        got = route(weak)
+        assert got.weak_type == eager.weak_type is False, name
+        assert (got + jnp.float16(1)).dtype == (eager + jnp.float16(1)).dtype == jnp.float32, name
+        assert np.array_equal(np.asarray(got), np.asarray(eager))
+    grad = jax.grad(lambda a: jnp.sum(f(a) ** 2))(weak)
+    assert np.array_equal(np.asarray(grad), np.asarray(jax.jit(jax.grad(lambda a: jnp.sum(f(a) ** 2)))(weak)))
