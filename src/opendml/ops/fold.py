@@ -42,8 +42,6 @@ def _window_count(window) -> int | None:
         sizes = [index_value(w) for w in window]
     except Exception:  # noqa: BLE001 - no int value (as_int's reason): the rules name it
         return None
-    if None in sizes:
-        return None
     return math.prod(sizes) if all(1 <= w < 1 << INT_BITS for w in sizes) else None
 
 #: Every size product is computed in 64-bit signed arithmetic by the kernels.
