@@ -19,12 +19,12 @@ are index-driven move programs (``ops._index.IndexAdjointDesc``) run by ``index_
 from __future__ import annotations
 
 import math
-import operator
 import sys
 from typing import Any
 
 import numpy as np
 
+from ..model._checks import index_value
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
 from ..model.tensor_desc import MAX_RANK
@@ -67,7 +67,7 @@ def count(value, where: str, field: str, lo: int, what: str) -> int:
     if isinstance(value, bool):
         raise _contract.field_error(where, field, f"be an integer ({what})", value)
     try:
-        v = operator.index(value)
+        v = index_value(value)
     except Exception:  # noqa: BLE001 - no int value (as_int's reason)
         raise _contract.field_error(where, field, f"be an integer ({what})", value) from None
     if v < lo:
@@ -193,7 +193,12 @@ def _like(a, x, where: str):
     values = _host_batched(a)[0]
     if values is None:
         raise ValidationError(f"{where}: traced JAX indices need JAX data (got {type(x).__module__} data)")
-    return values if fx is None else _FROM_HOST[_contract.framework_of(x)](values, x)
+    if fx is None:
+        return values
+    # native order, C-contiguous, writable: what each framework's constructor takes as it is (torch.as_tensor refuses
+    # negative strides and a non-native byte order, and warns for a read-only array; JAX refuses that byte order)
+    values = np.require(values, values.dtype.newbyteorder("="), ["C", "W"])
+    return _FROM_HOST[_contract.framework_of(x)](values, x)
 
 
 #: Framework (``_dispatch.FRAMEWORKS``, imported where one of its arrays came in) -> (NumPy values, an array

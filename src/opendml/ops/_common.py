@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..model._checks import UINT32_MAX, _short, as_int, as_int_tuple
+from ..model._checks import NOT_NUMBERS, UINT32_MAX, _short, as_int, as_int_tuple
 from ..model.data_type import DataType
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
@@ -409,7 +409,7 @@ class OperatorDesc:
             raise self._err(f"{type_field} must equal OutputTensor.DataType; got {dt.name} != {out.data_type.name}")
         self._set(type_attr, dt)
         v = getattr(self, value_attr)
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        if isinstance(v, NOT_NUMBERS) or not isinstance(v, (int, float, np.integer, np.floating)):
             raise self._err(f"{value_field} must be a number; got {_short(v)}")
         npdt = dt.numpy_dtype
         if npdt.kind in "iu":
