@@ -5,12 +5,11 @@ from __future__ import annotations
 import dataclasses
 import enum as py_enum
 import math
-import operator
 from collections.abc import Sequence
 
 import numpy as np
 
-from ..model._checks import NOT_NUMBERS, UINT32_MAX, _short, as_int, as_int_tuple
+from ..model._checks import NOT_NUMBERS, UINT32_MAX, _short, as_int, as_int_tuple, index_value
 from ..model.data_type import DataType
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
@@ -345,10 +344,10 @@ class OperatorDesc:
         try:
             if isinstance(v, str):
                 member = enum[v.upper().removeprefix(ENUM_PREFIXES[enum])]
-            elif isinstance(v, bool) or (isinstance(v, py_enum.Enum) and not isinstance(v, enum)):
+            elif isinstance(v, py_enum.Enum) and not isinstance(v, enum):
                 raise TypeError
             else:
-                member = enum(operator.index(v))
+                member = enum(index_value(v))          # (a bool, a 0-d bool tensor: no integer)
             self._set(attr, member)
         except (ValueError, KeyError, TypeError):
             raise self._err(f"{field} must be one of {', '.join(m.name for m in enum)}; got {v!r}") from None
