@@ -86,3 +86,14 @@ def test_a_tuple_is_named_as_a_tuple_not_shown_as_the_array_it_is_not(where):
     value = r"\(1, 1, 4, 4\)" if where == "tensor" else r"\(0, 0, 0, 1\)"
     with pytest.raises(JsonFormError, match=rf"^{path}: must be an array of integers; got {value}$"):
         from_json(d)
+
+
+@pytest.mark.parametrize("value", [None, "SLICE1", {"Operator": "SLICE1"}])
+def test_to_json_of_no_description_names_its_argument(value):
+    # AttributeError: 'NoneType' object has no attribute 'OPERATOR' (or 'data_type') from inside, before
+    from opendml.jsonform import tensor_to_json, to_json
+    with pytest.raises(TypeError, match=rf"^to_json: desc must be an operator description; got "
+                                        rf"{type(value).__name__}$"):
+        to_json(value)
+    with pytest.raises(TypeError, match=rf"^tensor_to_json: t must be a TensorDesc; got {type(value).__name__}$"):
+        tensor_to_json(value)

@@ -476,6 +476,9 @@ def _slot_from_json(obj: dict, slot) -> "TensorDesc | tuple[TensorDesc, ...]":
 
 
 def tensor_to_json(t: TensorDesc) -> dict:
+    """The JSON form of a tensor description (``TypeError`` for anything else)."""
+    if not isinstance(t, TensorDesc):
+        raise TypeError(f"tensor_to_json: t must be a TensorDesc; got {type(t).__name__}")
     d = {"DataType": t.data_type.name, "Sizes": list(t.sizes)}
     if t.strides is not None:
         d["Strides"] = list(t.strides)
@@ -490,7 +493,10 @@ def tensor_to_json(t: TensorDesc) -> dict:
 
 def to_json(desc: OperatorDesc) -> dict:
     """The JSON form of a description: its slots and fields in the struct's
-    order (counts are implied by the arrays' lengths)."""
+    order (counts are implied by the arrays' lengths); ``TypeError`` for
+    anything but a description."""
+    if not isinstance(desc, OperatorDesc):
+        raise TypeError(f"to_json: desc must be an operator description; got {type(desc).__name__}")
     d = {"Operator": desc.OPERATOR}
     for s in desc.SLOTS:
         v = getattr(desc, s.attr)
