@@ -597,7 +597,7 @@ class Device:
             if b is None:
                 continue
             # The operator reads only bytes [0, DMLCalcBufferTensorSize): copy those, into the copy an earlier
-            # initialization made where there is one (the dispatches binding tables prepared read it).
+            # initialization made where there is one (the dispatches that binding tables prepared read it).
             if compiled._owned[i] is None:
                 compiled._owned[i] = BufferBinding(self.create_buffer(t.total_tensor_size_in_bytes), 0,
                                                    t.total_tensor_size_in_bytes)
