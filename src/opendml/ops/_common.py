@@ -342,7 +342,9 @@ class OperatorDesc:
         Python finds equal to one) or its name (short or DirectML's, any case), stored as the member."""
         v = getattr(self, attr)
         try:
-            if isinstance(v, str):
+            if isinstance(v, enum):
+                member = v
+            elif isinstance(v, str):
                 member = enum[v.upper().removeprefix(ENUM_PREFIXES[enum])]
             elif isinstance(v, py_enum.Enum) and not isinstance(v, enum):
                 raise TypeError
