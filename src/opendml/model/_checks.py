@@ -124,11 +124,27 @@ def _short(value) -> str:
 
 def json_text(value) -> str:
     """``value`` as JSON writes it, for a message; ``_short``'s repr where JSON
-    has no form for it (a NumPy number, a set, a list holding itself...)."""
+    has no form for it (a NumPy number, a set, a list holding itself...) or
+    would show another type (a tuple, which it writes as an array)."""
+    if isinstance(value, tuple):
+        return _short(value)
     try:
         return json.dumps(value)
     except (TypeError, ValueError, RecursionError):
         return _short(value)
+
+
+def display_text(text: str, out) -> str:
+    """A name or title given by the user (a DxDispatch resource name, a description's Title) as printed to the stream
+    ``out``: itself where the stream can write it and it holds no control characters, else JSON-escaped (a lone
+    surrogate, a character the stream's encoding lacks, a terminal escape)."""
+    try:
+        if text.isprintable():
+            text.encode(getattr(out, "encoding", None) or "utf-8")
+            return text
+    except (UnicodeError, LookupError):
+        pass
+    return json.dumps(text)[1:-1]
 
 
 def type_name(v) -> str:
