@@ -177,14 +177,17 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
             raise UsageError(f"--output {path}: is a directory; give a file name")
         if not os.path.isdir(parent := os.path.dirname(os.path.abspath(path))):
             raise UsageError(f"--output {path}: directory {parent} does not exist")
-        try:                                # (a FIFO no process reads would hold the write up for ever)
+        try:
             mode = os.stat(path).st_mode
         except FileNotFoundError:           # a new name (or a link to one)
             mode = None
         except OSError as e:                # a symbolic-link loop...
             raise UsageError(f"--output {path}: {e.strerror or e}") from None
-        if mode is not None and not stat.S_ISREG(mode):
-            raise UsageError(f"--output {path}: must be a regular file or a new name; this is {file_kind(mode)}")
+        # a character device (/dev/null) takes the file; a FIFO would not (NumPy's .npy writer asks for the file's
+        # position) and, with no process reading it, would hold the write up for ever
+        if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
+            raise UsageError(f"--output {path}: must be a regular file, a character device or a new name; this is "
+                             f"{file_kind(mode)}")
         if (first := named_by.get(real := os.path.realpath(path))) is not None:
             raise UsageError(f"--output {path}: names the same file as --output {first}; give each output its "
                              f"own file")
@@ -434,7 +437,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "dimensions of stride 0 counted once")
     r.add_argument("--output", metavar="Y.npy", action="append",
                    help="save the output array (.npy format) to exactly this path; no .npy suffix is added, the "
-                   "directory must exist, the path must be a new name or a regular file; once per output tensor, in order, for an operator of several (SPLIT)")
+                   "directory must exist, the path must be a new name, a regular file or a character device such as "
+                   "/dev/null; once per output tensor, in order, for an operator of several (SPLIT)")
     _running_options(r, ("spec", "SPEC.json", "a JSON description (DirectML's field names)"),
                      "DirectML feature level to validate against, e.g. 6_4, 6.4 or FL_6_4 (default: 6_4)",
                      "refuse a run that would touch more than N bytes of memory (the input and output "

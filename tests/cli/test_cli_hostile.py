@@ -3,8 +3,9 @@ dispatch`` on files that are not models (a device, a FIFO, a huge file),
 truncated ``.npy`` initialisers and folders it cannot write. Every failure
 is one line on stderr and exit 2, before anything runs."""
 import json
-import re
 import os
+import re
+import socket
 import stat
 import subprocess
 import sys
@@ -286,11 +287,11 @@ def test_a_npy_file_claiming_a_huge_header_is_one_line(tmp_path, capsys, command
     assert_one_line_exit_2(rc, out, err, "a header of 1048576 bytes (at most 10000 are read)")
 
 
-@pytest.mark.parametrize("kind", ["fifo", "device", "loop"])
-def test_an_output_that_is_no_regular_file_is_refused_before_the_run(tmp_path, kind):
+@pytest.mark.parametrize("kind", ["fifo", "socket", "loop"])
+def test_an_output_that_cannot_be_written_is_refused_before_the_run(tmp_path, kind):
     """``opendml run --output`` naming a FIFO no process reads hung for ever once the run was done (the open
-    waited for a reader); a symbolic-link loop failed after the run had printed its output. Each is refused first,
-    as ``--input`` refuses what is not a regular file."""
+    waited for a reader; with one, NumPy's writer fails on the FIFO's position); a symbolic-link loop failed after
+    the run had printed its output. Each is refused first, as is what is no file to write (a socket)."""
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY",
                                 "InputTensor": {"DataType": "FLOAT32", "Sizes": [3]}}))
@@ -300,12 +301,22 @@ def test_an_output_that_is_no_regular_file_is_refused_before_the_run(tmp_path, k
     elif kind == "loop":
         os.symlink(target, target)
     else:
-        target = "/dev/null"
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(target))
     r = run_module("run", str(spec), "--output", str(target), timeout=30)
-    why = {"fifo": "must be a regular file or a new name; this is a FIFO",
-           "device": "must be a regular file or a new name; this is a device",
-           "loop": "Too many levels of symbolic links"}[kind]
+    why = {"fifo": "this is a FIFO", "socket": "this is a socket", "loop": "Too many levels of symbolic links"}[kind]
+    if kind != "loop":
+        why = f"must be a regular file, a character device or a new name; {why}"
     assert r.returncode == 2 and r.stdout == "" and r.stderr == f"opendml: error: --output {target}: {why}\n", r
+
+
+def test_an_output_to_a_character_device_is_written(tmp_path):
+    """``--output /dev/null`` discards the output, as a file of the shell's would."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY",
+                                "InputTensor": {"DataType": "FLOAT32", "Sizes": [3]}}))
+    r = run_module("run", str(spec), "--output", "/dev/null", timeout=30)
+    assert r.returncode == 0 and r.stderr == "", r
 
 
 def test_an_output_that_is_a_regular_file_or_a_new_name_is_written(tmp_path):
