@@ -6,6 +6,7 @@ import opendml as dml
 
 F32 = dml.DataType.FLOAT32
 X = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
+DESC = dml.Slice1OperatorDesc(dml.TensorDesc(F32, [1, 1, 4, 4]), None, [0, 0, 0, 1], [1, 1, 4, 3], [1, 1, -2, 2])
 
 
 def setup(backend="cpu", desc=None, level="6_4"):
@@ -123,6 +124,149 @@ def test_owned_by_dml_input_is_bound_at_initialization():
     inp.write(np.zeros(16, np.float32))  # DirectML owns a copy now
     device.execute(compiled, table)
     assert np.array_equal(out.read(desc.output_tensor), [[[[7, 8], [11, 12], [15, 16]]]])
+
+
+@pytest.mark.parametrize("size, error, message", [
+    (-5, dml.ValidationError, r"^Buffer: size_in_bytes must be in \[1, 70368744177664\]; got -5$"),
+    (0, dml.ValidationError, r"^Buffer: size_in_bytes must be in \[1, 70368744177664\]; got 0$"),
+    (2.5, dml.ValidationError, r"^Buffer: size_in_bytes must be an integer; got 2.5 of type float$"),
+    ("8", dml.ValidationError, r"^Buffer: size_in_bytes must be an integer; got '8' of type str$"),
+    (2**70, dml.ValidationError, r"^Buffer: size_in_bytes must be in \[1, 70368744177664\]; got 1180591620717411303424$"),
+    (2**46, dml.AllocationError, r"^Buffer: could not allocate 70368744177664 bytes on cpu$"),
+])
+def test_a_buffer_made_directly_checks_its_size_as_create_buffer_does(size, error, message):
+    """``Buffer(device, n)`` (a public class) took any size: -5 made a buffer whose ``read`` returned 49 bytes of
+    its allocation's padding; 2.5, "8" or 2**70 raised NumPy's ``TypeError``/``ValueError``."""
+    with pytest.raises(error, match=message):
+        dml.Buffer(dml.Device("cpu"), size)
+    with pytest.raises(TypeError, match=r"^Buffer: device must be an opendml Device; got str$"):
+        dml.Buffer("cpu", 8)
+    assert dml.Buffer(dml.Device("cpu"), 8).read().tolist() == [0] * 8
+
+
+def test_an_operator_made_directly_is_validated_at_its_device_level():
+    """``Operator(device, desc)`` (a public class) skipped ``create_operator``'s validation: an UNFOLD made that way
+    compiled and ran on a device of feature level 6_3, where UNFOLD does not exist."""
+    device = dml.Device("cpu", feature_level="6_3")
+    desc = dml.UnfoldOperatorDesc(dml.TensorDesc(F32, [1, 1, 5, 5]), None, [3, 3], [1, 1], [1, 1], [0, 0], [0, 0])
+    with pytest.raises(dml.UnsupportedError, match="UNFOLD: the operator was introduced in feature level 6_4; got "
+                                                   "feature level 6_3"):
+        dml.Operator(device, desc)
+    assert dml.Operator(dml.Device("cpu"), desc).desc is desc
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda d: dml.Operator(d, "SLICE1"), dml.ValidationError,
+     r"^Operator: expected an operator description; got str$"),
+    (lambda d: dml.Operator(None, DESC), TypeError, r"^Operator: device must be an opendml Device; got NoneType$"),
+    (lambda d: dml.CompiledOperator(d, DESC), dml.ValidationError,
+     r"^CompiledOperator: expected an Operator created by this device$"),
+    (lambda d: dml.CompiledOperator(dml.Device("cpu"), d.create_operator(DESC)), dml.ValidationError,
+     r"^CompiledOperator: expected an Operator created by this device$"),
+    (lambda d: dml.BindingTable("x"), dml.BindingError, r"^BindingTable: expected a CompiledOperator; got str$"),
+])
+def test_the_flow_classes_made_directly_check_their_arguments(make, error, message):
+    """Made with the wrong arguments, they raised ``AttributeError`` (``'str' object has no attribute 'OPERATOR'``)
+    from inside, or later, at compile or bind."""
+    with pytest.raises(error, match=message):
+        make(dml.Device("cpu"))
+
+
+def test_a_binding_to_the_rest_of_the_buffer_from_past_its_end_names_the_offset():
+    """``BufferBinding(buffer, offset)`` (SizeInBytes left out: the rest of the buffer) from past the buffer's end
+    said "SizeInBytes must be in [0, 18446744073709551615]; got -64", a size the user never gave."""
+    buf = dml.Device("cpu").create_buffer(64)
+    with pytest.raises(dml.BindingError, match=r"^BufferBinding: Offset must be <= the buffer's 64 bytes where "
+                                               r"SizeInBytes is left out \(the rest of the buffer\); got 128$"):
+        dml.BufferBinding(buf, 128)
+    assert dml.BufferBinding(buf, 64).size_in_bytes == 0 and dml.BufferBinding(buf, 16).size_in_bytes == 48
+
+
+@pytest.mark.parametrize("slot", ["InputTensor", "OutputTensor"])
+def test_a_tensor_too_large_for_a_buffer_is_named_by_run_and_upload(slot):
+    """``Device.run`` (and ``opendml run``) of a description whose TotalTensorSizeInBytes passes the largest buffer
+    said ``create_buffer: size_in_bytes must be in [1, 70368744177664]; got 1125899906842624``, naming a call the
+    user never made and no tensor."""
+    big = dict(total_tensor_size_in_bytes=2**50)
+    inp = dml.TensorDesc(F32, [1, 1, 4, 4], **(big if slot == "InputTensor" else {}))
+    out = dml.TensorDesc(F32, [1, 1, 2, 2], **(big if slot == "OutputTensor" else {}))
+    desc = dml.Slice1OperatorDesc(inp, out, [0, 0, 0, 1], [1, 1, 4, 3], [1, 1, -2, 2])
+    with pytest.raises(dml.ValidationError, match=rf"^Device.run: SLICE1 {slot}: TotalTensorSizeInBytes must be at "
+                                                  rf"most 70368744177664 \(the largest buffer\); got 1125899906842624$"):
+        dml.Device("cpu").run(desc, X)
+    if slot == "InputTensor":
+        with pytest.raises(dml.ValidationError, match=r"^upload: the tensor's TotalTensorSizeInBytes must be at most "
+                                                      r"70368744177664 \(the largest buffer\); got 1125899906842624$"):
+            dml.Device("cpu").upload(X, inp)
+
+
+@pytest.mark.parametrize("dtype", [np.longdouble, np.bool_])
+def test_packed_bytes_need_a_directml_type_in_write_as_in_upload(dtype):
+    """``Buffer.write(array)`` without a tensor wrote a long double's bytes, its padding included (6 bytes of
+    whatever memory held on x86: host memory leaked into the buffer), where ``upload`` refuses an array dtype with
+    no DirectML type; both refuse it now, and the buffer keeps its bytes."""
+    device = dml.Device("cpu")
+    buf = device.create_buffer(64)
+    for call, where in ((lambda: buf.write(np.array([1.5, 2], dtype)), "Buffer.write"),
+                        (lambda: device.upload(np.array([1.5, 2], dtype)), "upload")):
+        with pytest.raises(dml.ValidationError, match=rf"^{where}: unsupported array dtype {np.dtype(dtype)} \(no "
+                                                      rf"DirectML data type\); pass a tensor to convert it"):
+            call()
+    assert not buf.read().any()
+
+
+def test_write_and_read_take_the_same_range_the_elements_span(backend):
+    """``Buffer.write`` refused a tensor whose TotalTensorSizeInBytes (larger than its elements' span) reached past
+    the buffer, though it writes only the elements and ``read`` of the same tensor at the same offset works."""
+    t = dml.TensorDesc(F32, [2, 2], total_tensor_size_in_bytes=64)      # 16 bytes of elements
+    buf = dml.Device(backend).create_buffer(32)
+    buf.write(np.full(8, 7, np.float32))
+    buf.write(np.array([[1, 2], [3, 4]], np.float32), t, offset=16)
+    assert buf.read(t, offset=16).tolist() == [[1, 2], [3, 4]]
+    assert buf.read().view(np.float32).tolist() == [7, 7, 7, 7, 1, 2, 3, 4]
+    for call in (lambda: buf.write(np.zeros((2, 2), np.float32), t, offset=20), lambda: buf.read(t, offset=20)):
+        with pytest.raises(dml.BindingError, match=r"bytes \[20, 36\) must lie inside the buffer of 32 bytes"):
+            call()
+
+
+def test_initializing_again_gives_every_binding_table_the_new_owned_data(backend):
+    """A table executed before a second ``initialize_operator`` kept the first initialization's copy (its prepared
+    dispatch held it) while a new table read the second: one compiled operator, two answers."""
+    t = dml.TensorDesc(F32, [1, 1, 4, 4], flags=dml.TensorFlags.OWNED_BY_DML)
+    desc = dml.SliceOperatorDesc(t, None, [0, 0, 1, 2], [1, 1, 3, 2], [1, 1, 1, 1])
+    device, desc, compiled, table = setup(backend, desc)
+    out = device.create_buffer(32)
+    table.bind_inputs([None])
+    table.bind_outputs([dml.BufferBinding(out)])
+    device.initialize_operator(compiled, [dml.BufferBinding(device.upload(X))])
+    device.execute(compiled, table)
+    assert np.array_equal(out.read(desc.output_tensor), [[[[7, 8], [11, 12], [15, 16]]]])
+    device.initialize_operator(compiled, [dml.BufferBinding(device.upload(-X))])
+    device.execute(compiled, table)
+    assert np.array_equal(out.read(desc.output_tensor), [[[[-7, -8], [-11, -12], [-15, -16]]]])
+    fresh = device.create_binding_table(compiled)
+    fresh.bind_inputs([None])
+    fresh.bind_outputs([dml.BufferBinding(out)])
+    device.execute(compiled, fresh)
+    assert np.array_equal(out.read(desc.output_tensor), [[[[-7, -8], [-11, -12], [-15, -16]]]])
+
+
+def test_a_failed_initialization_keeps_the_previous_owned_data():
+    """``initialize_operator`` checks every binding before it copies any: a JOIN whose second owned binding breaks a
+    rule keeps the first initialization's data for both inputs (it replaced the first input's before)."""
+    t = dml.TensorDesc(F32, [2], flags=dml.TensorFlags.OWNED_BY_DML)
+    desc = dml.JoinOperatorDesc([t, t], None, 0)
+    device, desc, compiled, table = setup(desc=desc)
+    a, b = device.upload(np.array([1, 2], np.float32)), device.upload(np.array([3, 4], np.float32))
+    device.initialize_operator(compiled, [dml.BufferBinding(a), dml.BufferBinding(b)])
+    with pytest.raises(dml.BindingError, match="input 1 Offset must be a multiple of 16; got 8"):
+        device.initialize_operator(compiled, [dml.BufferBinding(device.upload(np.array([9, 9], np.float32))),
+                                              dml.BufferBinding(device.create_buffer(64), 8)])
+    out = device.create_buffer(16)
+    table.bind_inputs([None, None])
+    table.bind_outputs([dml.BufferBinding(out)])
+    device.execute(compiled, table)
+    assert out.read(desc.output_tensor).tolist() == [1, 2, 3, 4]
 
 
 @pytest.mark.parametrize("size, message", [
@@ -333,31 +477,6 @@ def test_run_refuses_an_operator_of_several_outputs():
         device.run(split, x)
     first, second = device.run_all(split, x)
     assert first.tolist() == [[[[0, 1], [5, 6]]]] and second.tolist() == [[[[2, 3, 4], [7, 8, 9]]]]
-
-
-def test_buffer_binding_offset_past_the_end_without_a_size_names_the_offset():
-    """Without ``size_in_bytes`` the range is the rest of the buffer: an offset past its end is named as such (it
-    said "SizeInBytes must be in [0, ...]; got -64", a size the user never gave)."""
-    device = dml.Device("cpu")
-    buf = device.create_buffer(64)
-    with pytest.raises(dml.BindingError, match=r"^BufferBinding: Offset must be <= the buffer's 64 bytes where "
-                                               r"SizeInBytes is None \(the rest of the buffer\); got 128$"):
-        dml.BufferBinding(buf, 128)
-    assert dml.BufferBinding(buf, 64).size_in_bytes == 0          # the end itself: an empty rest, refused at binding
-    assert dml.BufferBinding(buf, 128, 16).end == 144             # a given size: checked against the tensor at binding
-
-
-@pytest.mark.parametrize("array", [np.array([True, False]), np.array([1.0], np.longdouble)])
-def test_upload_without_tensor_names_the_dtype_rule(array):
-    """Without a tensor ``upload`` writes the array's own bytes, so its dtype must be a DirectML type: the message says
-    so and how to convert it (it said only "upload: unsupported array dtype bool")."""
-    device = dml.Device("cpu")
-    with pytest.raises(dml.ValidationError, match=rf"^upload: array's dtype must be one of the 11 DirectML types "
-                                                  rf"\(float16 ... uint64\) without tensor, which writes its own bytes; "
-                                                  rf"got {array.dtype} \(pass tensor to convert it\)$"):
-        device.upload(array)
-    buf = device.upload(array, dml.TensorDesc("FLOAT32", [array.size]))
-    assert buf.read(dml.TensorDesc("FLOAT32", [array.size])).tolist() == array.astype(np.float32).tolist()
 
 
 def test_run_given_an_operator_names_its_operator_in_every_error():

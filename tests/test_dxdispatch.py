@@ -823,3 +823,23 @@ def test_helpers_given_a_wrong_type_raise_a_type_error_naming_the_argument(tmp_p
     with pytest.raises(TypeError) as info:
         call(tmp_path)
     assert str(info.value) == message
+
+
+@pytest.mark.parametrize("value, shown", [(float("nan"), "nan"), (float("inf"), "inf"), (float("-inf"), "-inf")])
+def test_dumps_writes_a_non_finite_float_as_dxdispatch_does(value, shown):
+    """``dumps(example_model(...))`` of a description whose PaddingValue (or ScaleBias, a Value) is NaN or infinite
+    wrote the literals ``NaN``/``Infinity``, which ``loads`` and DxDispatch refuse: the model it printed could not
+    be read back."""
+    import copy
+    import io
+    import json as json_
+    from opendml.cli import examples
+    example = copy.deepcopy(examples()["padding1-constant"])
+    example["PaddingValue"] = value
+    del example["ExpectedOutput"]
+    text = dxdispatch.dumps(dxdispatch.example_model(example))
+    assert f'"PaddingValue": "{shown}"' in text and "NaN" not in text and "Infinity" not in text
+    out = dxdispatch.run(dxdispatch.loads(text), out=io.StringIO())["output"]
+    border = out[0]
+    assert (np.isnan(border) if shown == "nan" else border == value)
+    assert json_.loads(dxdispatch.dumps({"x": [1.5, value, [value]]}))["x"] == [1.5, shown, [shown]]

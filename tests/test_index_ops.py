@@ -1247,21 +1247,3 @@ def test_every_bound_array_is_named_by_its_argument():
             assert _contract.argument_of(b.function, i) == (f"arrays[{i}]" if b.array == "arrays" else name)
         assert _contract.argument_of(b.function, len(names) + 1) == f"arrays[{len(names) + 1}]"
     assert _contract.argument_of("no such function", 1) == "arrays[1]"
-
-
-@pytest.mark.parametrize("kernels", ["compiled", "numpy"])
-def test_a_masked_array_is_named_by_its_function_and_argument(kernels):
-    """A masked array is refused naming the function and the argument to pass ``.filled(value)`` or ``.data`` of (it
-    said "array API: ... pass x.filled(value) or x.data explicitly" whichever argument was masked)."""
-    x = np.zeros((2, 3), np.float32)
-    calls = [(lambda m: dml.pad(m(x), 1, 1), "pad", "x"),
-             (lambda m: dml.gather(x, m(np.array([0, 1])), 0), "gather", "indices"),
-             (lambda m: dml.scatter_elements(x, np.zeros((1, 3), np.int64), m(np.ones((1, 3), np.float32)), 0),
-              "scatter_elements", "updates"),
-             (lambda m: dml.join([x, m(x)], 0), "join", r"arrays\[1\]")]
-    with dml.configure(cpu_kernels=kernels):
-        for call, function, argument in calls:
-            with pytest.raises(dml.ValidationError, match=rf"^{function}: masked arrays are not supported \(the mask "
-                                                          rf"would be dropped\); pass {argument}.filled\(value\) or "
-                                                          rf"{argument}.data explicitly$"):
-                call(np.ma.masked_array)

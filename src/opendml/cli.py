@@ -15,9 +15,11 @@ Errors are one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
+import stat
 import sys
 from importlib import resources
 
@@ -25,9 +27,10 @@ import numpy as np
 
 from ._version import __version__
 from .device import Device
-from .jsonform import (DEFAULT_MAX_BYTES, NpyError, from_json, json_arrays, loads, npy_header, open_checked,
+from .jsonform import (DEFAULT_MAX_BYTES, NpyError, file_kind, from_json, json_arrays, loads, npy_header, open_checked,
                        read_regular, tensor_to_json, text_limit, to_json, default_input as pages_input)
 from .ops import OPERATORS
+from .model._checks import display_text
 from .model.errors import DmlError
 from .model.feature_level import FeatureLevel
 from .model.tensor_desc import TensorDesc
@@ -168,10 +171,23 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
                          f"({', '.join(n for n, _ in out_named)}); got {len(outputs)} --output path(s)")
     named_by: dict = {}                     # file -> the --output naming it first
     for path in outputs:                    # refused before anything runs
+        if not path:
+            raise UsageError("--output: must name a file; got an empty path")
         if os.path.isdir(path):
             raise UsageError(f"--output {path}: is a directory; give a file name")
         if not os.path.isdir(parent := os.path.dirname(os.path.abspath(path))):
             raise UsageError(f"--output {path}: directory {parent} does not exist")
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:           # a new name (or a link to one)
+            mode = None
+        except OSError as e:                # a symbolic-link loop...
+            raise UsageError(f"--output {path}: {e.strerror or e}") from None
+        # a character device (/dev/null) takes the file; a FIFO would not (NumPy's .npy writer asks for the file's
+        # position) and, with no process reading it, would hold the write up for ever
+        if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
+            raise UsageError(f"--output {path}: must be a regular file, a character device or a new name; this is "
+                             f"{file_kind(mode)}")
         if (first := named_by.get(real := os.path.realpath(path))) is not None:
             raise UsageError(f"--output {path}: names the same file as --output {first}; give each output its "
                              f"own file")
@@ -189,7 +205,8 @@ def run_one(obj: dict, args, device: Device, out) -> bool | None:
                          f"elements, {shown}); --max-bytes allows {max_bytes}")
     ys = device.run_all(desc, *xs)
     if "Title" in obj:
-        print(f"== {_text(obj['Title'])}" + (f"  [{_text(obj['Source'])}]" if "Source" in obj else ""), file=out)
+        print(f"== {_text(obj['Title'], out)}" + (f"  [{_text(obj['Source'], out)}]" if "Source" in obj else ""),
+              file=out)
     print(f"Operator: {desc.OPERATOR}", file=out)
     for (name, t), x in zip(desc.named_tensors("input"), xs):
         print(f"{name}: {fmt_tensor(t)}", file=out)
@@ -225,10 +242,11 @@ def _compared(checked, out, plural: str = "", named: bool = True) -> bool:
     return not bad
 
 
-def _text(value) -> str:
-    """A Title or Source as one short line, whatever JSON value it is."""
+def _text(value, out) -> str:
+    """A Title or Source as one short line, whatever JSON value it is, as ``out`` can print it (``display_text``:
+    JSON-escaped where it holds a control character or one the stream cannot write)."""
     text = value if isinstance(value, str) else json.dumps(value)
-    return " ".join(text.split())[:200]
+    return display_text(" ".join(text.split())[:200], out)
 
 
 def read_spec(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> dict:
@@ -419,7 +437,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "dimensions of stride 0 counted once")
     r.add_argument("--output", metavar="Y.npy", action="append",
                    help="save the output array (.npy format) to exactly this path; no .npy suffix is added, the "
-                   "directory must exist; once per output tensor, in order, for an operator of several (SPLIT)")
+                   "directory must exist, the path must be a new name, a regular file or a character device such as "
+                   "/dev/null; once per output tensor, in order, for an operator of several (SPLIT)")
     _running_options(r, ("spec", "SPEC.json", "a JSON description (DirectML's field names)"),
                      "DirectML feature level to validate against, e.g. 6_4, 6.4 or FL_6_4 (default: 6_4)",
                      "refuse a run that would touch more than N bytes of memory (the input and output "
@@ -429,7 +448,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_run)
     v = sub.add_parser("validate", help="check a JSON description without running it",
                        description="Check a description; print the output description, DMLCalcBufferTensorSize "
-                       "of every tensor, the required binding sizes and the lowest valid feature level.")
+                       "and the required binding sizes of its first input and first output tensor, and the lowest "
+                       "valid feature level.")
     v.add_argument("spec", metavar="SPEC.json", help="a JSON description (DirectML's field names)")
     v.add_argument("--feature-level", default=None, metavar="L",
                    help="also require validity at this feature level (e.g. 6_4)")
@@ -459,19 +479,66 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _OutputError(UsageError):
+    """Standard output cannot be written (a full disk)."""
+
+
+class _Output:
+    """Standard output while a command runs: a write or flush that fails (a full disk) is the command's error, exit 2
+    with one line, not a bug of opendml; a closed pipe stays ``BrokenPipeError``."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _checked(self, call, *args):
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise _OutputError(f"cannot write the output: {e.strerror or e}") from None
+
+    def write(self, text):
+        return self._checked(self._stream.write, text)
+
+    def flush(self):
+        return self._checked(self._stream.flush)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _drop_stdout() -> None:
+    """Point standard output at the null device: what it still buffers cannot be written (a closed pipe, a full
+    disk), and Python's flush at exit would report it again."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def main(argv=None) -> int:
     """The command line, with the module docstring's exit codes; errors are
     one line on stderr, never a traceback."""
     args, extra = build_parser().parse_known_args(argv)
     if extra:
         args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    stdout = sys.stdout
+    if stdout is not None:
+        sys.stdout = _Output(stdout)
     try:
         config()  # a malformed OPENDML_* environment variable is bad input too
-        return args.func(args)
+        code = args.func(args)
+        if sys.stdout is not None:
+            sys.stdout.flush()          # (an output that cannot be written fails here, not at exit)
+        return code
     except (DmlError, UsageError) as e:
+        if isinstance(e, _OutputError):
+            _drop_stdout()
         print(f"opendml: error: {_one_line(e)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `opendml run | head`
+        _drop_stdout()
         return 0
     except KeyboardInterrupt:
         print("opendml: interrupted", file=sys.stderr)
@@ -484,6 +551,8 @@ def main(argv=None) -> int:
         print(f"opendml: internal error: {type(e).__name__}: {_one_line(e)}{at} (a bug of opendml; "
               f"please report it)", file=sys.stderr)
         return 3
+    finally:
+        sys.stdout = stdout
 
 
 def _one_line(e: BaseException) -> str:

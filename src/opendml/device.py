@@ -39,19 +39,27 @@ CASTING = ("no", "equiv", "safe", "same_kind", "unsafe")
 
 class Buffer:
     """A zero-filled byte buffer of ``size_in_bytes`` on ``device`` (DirectML's committed resource), made by
-    ``Device.create_buffer`` or ``Device.upload``; bind byte ranges of it with ``BufferBinding``."""
+    ``Device.create_buffer`` or ``Device.upload``; bind byte ranges of it with ``BufferBinding``. Made directly, it
+    checks its arguments as ``create_buffer`` does (``TypeError`` for a device that is none)."""
 
     def __init__(self, device: "Device", size_in_bytes: int):
-        self.device = device
-        self.size_in_bytes = size_in_bytes
-        self._storage = device.backend.allocate(size_in_bytes)
+        if not isinstance(device, Device):
+            raise TypeError(f"Buffer: device must be an opendml Device; got {type(device).__name__}")
+        size = _buffer_size(size_in_bytes, "Buffer")
+        try:
+            self._storage = device.backend.allocate(size)
+        except MemoryError:
+            raise alloc.AllocationError(f"Buffer: could not allocate {size} bytes on {device.kind}") from None
+        self.device, self.size_in_bytes = device, size
 
     def __repr__(self) -> str:
         return f"Buffer({self.device.kind!r}, size_in_bytes={self.size_in_bytes})"
 
     def write(self, array: ArrayLike, tensor: TensorDesc | None = None, offset: int = 0, *, casting: str = "safe") -> None:
         """Write ``array``'s elements at byte ``offset``: the tensor's elements only (bytes between them keep their
-        values); where a stride of 0 makes elements share memory, the first along that dimension is stored.
+        values); where a stride of 0 makes elements share memory, the first along that dimension is stored. Where other
+        strides make elements overlap (sizes [3, 3], strides [1, 2]), which of them is stored is unspecified (NumPy's
+        assignment order): give an array whose overlapping elements agree.
 
         Parameters
         ----------
@@ -70,8 +78,9 @@ class Buffer:
         Raises
         ------
         ValidationError
-            If a value does not survive the conversion, the shape is not the tensor's sizes, ``casting`` is unknown, or
-            the array is masked, ragged or not numeric.
+            If a value does not survive the conversion, the shape is not the tensor's sizes, ``casting`` is unknown, the
+            array is masked, ragged or not numeric, or, without ``tensor``, its dtype has no DirectML data type (bool,
+            long double).
         BindingError
             If the bytes written would not lie inside the buffer.
         TypeError
@@ -85,13 +94,14 @@ class Buffer:
 
     def _write(self, host: np.ndarray, tensor: TensorDesc | None, offset: int, casting: str, w: str) -> None:
         if tensor is None:
+            _check_packed_type(host, w)
             if host.dtype.byteorder == ">" or (host.dtype.byteorder == "=" and not np.little_endian):
                 host = host.astype(host.dtype.newbyteorder("<"))
             data = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
             self._check_range(offset, data.nbytes, w)
             self.device.backend.write_bytes(self._storage, offset, data)
             return
-        self._check_range(offset, tensor.total_tensor_size_in_bytes, w)
+        self._check_range(offset, tensor.min_size_in_bytes, w)          # the bytes the elements span, as read's
         if host.shape != tensor.sizes:
             raise ValidationError(f"{w}: array shape {host.shape} must equal the tensor's Sizes {tensor.sizes}")
         # Dimensions of stride 0 hold one element in memory: keep index 0 only.
@@ -150,12 +160,39 @@ class Buffer:
                                f"of {self.size_in_bytes} bytes")
 
 
+def _buffer_size(size_in_bytes, where: str) -> int:
+    """A buffer's size: an integer in [1, MAX_BUFFER_BYTES], else ``ValidationError`` naming ``where``."""
+    size = as_int(size_in_bytes, "size_in_bytes", where=where)
+    if not 1 <= size <= MAX_BUFFER_BYTES:
+        raise ValidationError(f"{where}: size_in_bytes must be in [1, {MAX_BUFFER_BYTES}]; got {size}")
+    return size
+
+
+def _fits_a_buffer(t: TensorDesc, what: str) -> int:
+    """``t``'s TotalTensorSizeInBytes, which a buffer made for it takes, checked against the largest buffer where the
+    caller makes one (``what`` names the tensor: create_buffer's message would name neither it nor the call)."""
+    total = t.total_tensor_size_in_bytes
+    if total > MAX_BUFFER_BYTES:
+        raise ValidationError(f"{what} TotalTensorSizeInBytes must be at most {MAX_BUFFER_BYTES} (the largest "
+                              f"buffer); got {total}")
+    return total
+
+
 def _check_tensor_arg(tensor, where: str, casting: str = "safe") -> None:
     if tensor is not None and not isinstance(tensor, TensorDesc):
         raise TypeError(f"{where}: tensor must be a TensorDesc or None; got {type(tensor).__name__}")
     if not isinstance(casting, str) or casting not in CASTING:
         raise ValidationError(f"{where}: casting must be one of {', '.join(repr(c) for c in CASTING)}; "
                               f"got {_short(casting)}")
+
+
+def _check_packed_type(host: np.ndarray, where: str) -> None:
+    """Packed bytes (``Buffer.write`` and ``upload`` without a tensor) are those of a DirectML data type: a long double
+    (whose padding holds whatever memory did) or a bool has none."""
+    if host.dtype.kind not in "iuf" or host.dtype.itemsize not in (1, 2, 4, 8):
+        raise ValidationError(f"{where}: unsupported array dtype {host.dtype} (no DirectML data type); pass a tensor "
+                              f"to convert it")
+    DataType.from_numpy(host.dtype.newbyteorder("="))
 
 
 def host_array(array, where: str) -> np.ndarray:
@@ -265,8 +302,8 @@ class BufferBinding:
             raise BindingError(f"BufferBinding: Buffer must be an opendml Buffer; got {type(self.buffer).__name__}")
         object.__setattr__(self, "offset", _binding_int(self.offset, "Offset"))
         if self.size_in_bytes is None and self.offset > self.buffer.size_in_bytes:
-            raise BindingError(f"BufferBinding: Offset must be <= the buffer's {self.buffer.size_in_bytes} bytes where "
-                               f"SizeInBytes is None (the rest of the buffer); got {self.offset}")
+            raise BindingError(f"BufferBinding: Offset must be <= the buffer's {self.buffer.size_in_bytes} bytes "
+                               f"where SizeInBytes is left out (the rest of the buffer); got {self.offset}")
         size = self.buffer.size_in_bytes - self.offset if self.size_in_bytes is None else self.size_in_bytes
         object.__setattr__(self, "size_in_bytes", _binding_int(size, "SizeInBytes"))
 
@@ -288,9 +325,15 @@ def _binding_int(value, field) -> int:
 
 class Operator:
     """A validated operator (``IDMLOperator``) of description ``desc``, made by
-    ``device`` (``Device.create_operator``); compile it with ``Device.compile_operator``."""
+    ``device`` (``Device.create_operator``); compile it with ``Device.compile_operator``. Made directly, it validates
+    ``desc`` at the device's feature level as ``create_operator`` does."""
 
     def __init__(self, device: "Device", desc: OperatorDesc):
+        if not isinstance(device, Device):
+            raise TypeError(f"Operator: device must be an opendml Device; got {type(device).__name__}")
+        if not isinstance(desc, OperatorDesc):
+            raise ValidationError(f"Operator: expected an operator description; got {type(desc).__name__}")
+        desc.validate(device.feature_level)
         self.device, self.desc = device, desc
 
     def __repr__(self) -> str:
@@ -302,6 +345,8 @@ class CompiledOperator:
     bind in a ``BindingTable`` and execute from any number of threads."""
 
     def __init__(self, device: "Device", operator: Operator):
+        if not isinstance(operator, Operator) or operator.device is not device:
+            raise ValidationError("CompiledOperator: expected an Operator created by this device")
         self.device, self.operator, self.desc = device, operator, operator.desc
         self.plan = self.desc.lower()
         self._owned: list = [None] * len(self.desc.inputs)  # snapshots of OWNED_BY_DML inputs
@@ -326,6 +371,8 @@ class BindingTable:
     bindings, and an execution alongside a bind uses the old or the new bindings, never a mix."""
 
     def __init__(self, compiled: CompiledOperator):
+        if not isinstance(compiled, CompiledOperator):
+            raise BindingError(f"BindingTable: expected a CompiledOperator; got {type(compiled).__name__}")
         self.compiled = compiled
         self._inputs: list | None = None
         self._outputs: list | None = None
@@ -494,8 +541,7 @@ class Device:
         """
         if not isinstance(desc, OperatorDesc):
             raise ValidationError(f"create_operator: expected an operator description; got {type(desc).__name__}")
-        desc.validate(self.feature_level)
-        return Operator(self, desc)
+        return Operator(self, desc)             # (validated there)
 
     def compile_operator(self, operator: Operator | OperatorDesc) -> CompiledOperator:
         """Compile an operator this device created, or a description (created first).
@@ -517,13 +563,17 @@ class Device:
                             input_bindings: Sequence[BufferBinding | None] = ()) -> None:
         """The operator initializer of ``compiled`` (this device's): binds ``OWNED_BY_DML`` inputs once, copying their
         data into memory the operator owns. ``input_bindings``: an entry per input tensor, a binding for each owned
-        input, None for the others (empty: all None).
+        input, None for the others (empty: all None). Initializing again replaces that data for every later execution,
+        whichever binding table it uses; every binding is checked before any data is copied, so a call that raises
+        changes nothing.
 
         Raises
         ------
         BindingError
             If the count is wrong, an owned input is not bound or a plain one is, a binding breaks a binding rule, or
             ``compiled`` is another device's.
+        AllocationError
+            If the memory for the operator's copy cannot be allocated (``create_buffer``'s rule).
         TypeError
             If ``compiled`` is not a ``CompiledOperator``.
         """
@@ -535,7 +585,7 @@ class Device:
         if len(bindings) != len(compiled.input_tensors):
             raise BindingError(f"{op}: initialize_operator takes {len(compiled.input_tensors)} input "
                                f"bindings; got {len(bindings)}")
-        for i, (b, t) in enumerate(zip(bindings, compiled.input_tensors)):
+        for i, (b, t) in enumerate(zip(bindings, compiled.input_tensors)):    # every binding checked first
             owned = bool(t.flags & TensorFlags.OWNED_BY_DML)
             if b is None:
                 if owned:
@@ -544,11 +594,17 @@ class Device:
             if not owned:
                 raise BindingError(f"{op}: input {i} is not OWNED_BY_DML; bind it at execution instead")
             check_binding(op, f"input {i}", b, t, self)
-            # The operator reads only bytes [0, DMLCalcBufferTensorSize): copy those.
-            snap = Buffer(self, t.total_tensor_size_in_bytes)
+        for i, (b, t) in enumerate(zip(bindings, compiled.input_tensors)):
+            if b is None:
+                continue
+            # The operator reads only bytes [0, DMLCalcBufferTensorSize): copy those, into the copy an earlier
+            # initialization made where there is one (the dispatches that binding tables prepared read it).
+            if compiled._owned[i] is None:
+                compiled._owned[i] = BufferBinding(self.create_buffer(t.total_tensor_size_in_bytes), 0,
+                                                   t.total_tensor_size_in_bytes)
             span = t.min_size_in_bytes
-            self.backend.write_bytes(snap._storage, 0, self.backend.read_bytes(b.buffer._storage, b.offset, span))
-            compiled._owned[i] = BufferBinding(snap, 0, t.total_tensor_size_in_bytes)
+            self.backend.write_bytes(compiled._owned[i].buffer._storage, 0,
+                                     self.backend.read_bytes(b.buffer._storage, b.offset, span))
 
     def create_binding_table(self, compiled: CompiledOperator) -> BindingTable:
         """A new binding table for a compiled operator of this device
@@ -559,12 +615,10 @@ class Device:
     def create_buffer(self, size_in_bytes: int) -> Buffer:
         """A new zero-filled buffer of ``size_in_bytes`` in [1, 2**46] (``ValidationError`` for a size out of range
         or not an integer; ``AllocationError``, also a ``MemoryError``, for one not allocatable)."""
-        size = as_int(size_in_bytes, "size_in_bytes", where="create_buffer")
-        if not 1 <= size <= MAX_BUFFER_BYTES:
-            raise ValidationError(f"create_buffer: size_in_bytes must be in [1, {MAX_BUFFER_BYTES}]; got {size}")
+        size = _buffer_size(size_in_bytes, "create_buffer")
         try:
             return Buffer(self, size)
-        except MemoryError:
+        except alloc.AllocationError:
             raise alloc.AllocationError(f"create_buffer: could not allocate {size} bytes on {self.kind}") from None
 
     def upload(self, array: ArrayLike, tensor: TensorDesc | None = None, *, casting: str = "safe") -> Buffer:
@@ -584,14 +638,10 @@ class Device:
         _check_tensor_arg(tensor, w, casting)
         host = host_array(array, w)
         if tensor is None:
-            if host.dtype.kind not in "iuf" or host.dtype.itemsize not in (1, 2, 4, 8):
-                raise ValidationError(f"upload: array's dtype must be one of the 11 DirectML types (float16 ... "
-                                      f"uint64) without tensor, which writes its own bytes; got {host.dtype} (pass "
-                                      f"tensor to convert it)")
-            DataType.from_numpy(host.dtype.newbyteorder("="))
+            _check_packed_type(host, w)
             size = round_up_4(max(host.nbytes, 4))
         else:
-            size = tensor.total_tensor_size_in_bytes
+            size = _fits_a_buffer(tensor, "upload: the tensor's")
         buf = self.create_buffer(size)
         buf._write(host, tensor, 0, casting, w)
         return buf
@@ -647,6 +697,8 @@ class Device:
         if len(arrays) != len(tensors):
             raise ValidationError(f"Device.run: {compiled.desc.OPERATOR} takes {len(tensors)} input array(s); "
                                   f"got {len(arrays)}")
+        for name, t in compiled.desc.named_tensors("input") + compiled.desc.named_tensors("output"):
+            _fits_a_buffer(t, f"Device.run: {compiled.desc.OPERATOR} {name}:")
         inputs = [BufferBinding(self.upload(x, t)) for x, t in zip(arrays, tensors)]
         owned = [bool(t.flags & TensorFlags.OWNED_BY_DML) for t in tensors]
         if any(owned):

@@ -181,9 +181,15 @@ def open_regular(path):
         os.close(fd)
         raise
     os.close(fd)
-    return None, ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
-                  "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
-                  "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+    return None, file_kind(mode)
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is no regular file is, by its ``st_mode``: "a folder", "a FIFO", "a device", "a socket" or
+    "not a regular file"."""
+    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
+            "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
 
 
 def open_checked(path, fail):
@@ -239,6 +245,10 @@ class NpyError(ValueError):
     """Why ``npy_header`` cannot read a .npy header (its message)."""
 
 
+#: The longest .npy header read (NumPy's own ``max_header_size``): a header describes one array in well under this.
+MAX_NPY_HEADER = 10000
+
+
 def npy_header(f, versions=((1, 0), (2, 0))):
     """``(shape, fortran order, dtype)`` of the .npy file ``f``, read from its start (``versions``: the format
     versions taken), or an ``NpyError`` saying why not: no NumPy magic (an empty file, a .npz archive), another
@@ -254,8 +264,15 @@ def npy_header(f, versions=((1, 0), (2, 0))):
         if version not in versions:
             raise NpyError(f"format version {version[0]}.{version[1]} (versions "
                            f"{', '.join(f'{a}.{b}' for a, b in versions)} are read)")
+        # The header's length (2 bytes, or 4 from version 2) is checked before NumPy reads that many bytes (a sparse
+        # file claiming a 4 GiB header cost 8 GiB of memory).
+        start, width = f.tell(), 2 if version == (1, 0) else 4
+        field = f.read(width)
+        if len(field) == width and (length := int.from_bytes(field, "little")) > MAX_NPY_HEADER:
+            raise NpyError(f"a header of {length} bytes (at most {MAX_NPY_HEADER} are read)")
+        f.seek(start)
         reader = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
-        shape, fortran, dtype = reader(f, max_header_size=10000)
+        shape, fortran, dtype = reader(f, max_header_size=MAX_NPY_HEADER)
         if any(n < 0 for n in shape):   # (-2, -3) would pass as 6 elements; np.load refuses it
             raise NpyError(f"a malformed header (a negative dimension in the shape {list(shape)})")
         return shape, fortran, dtype
@@ -332,6 +349,16 @@ def check_keys(obj, allowed, path, required=(), error=JsonFormError, field=lambd
             raise error(f"{at}: missing required field{name}")
 
 
+def check_count(value, n: int, path: str, what: str) -> None:
+    """A count field (``DimensionCount``, ``InputCount``...): a JSON integer equal to ``n`` (``what``, such as "the
+    length of Sizes"), else a ``JsonFormError`` at ``path`` (4.0 or true are no integers, though Python finds them
+    equal to 4 and 1)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise JsonFormError(f"{path}: must be an integer ({what}, {n}); got {json_text(value)}")
+    if value != n:
+        raise JsonFormError(f"{path}: must equal {what} {n}; got {json_text(value)}")
+
+
 def tensor_from_json(obj, path: str, *, default_type=None, sizes=None) -> TensorDesc:
     check_keys(obj, TENSOR_FIELDS, path, required=() if sizes is not None else ("DataType", "Sizes"))
     kw = {}
@@ -361,9 +388,8 @@ def tensor_from_json(obj, path: str, *, default_type=None, sizes=None) -> Tensor
         elif isinstance(f, bool) or not isinstance(f, int):
             raise JsonFormError(f"{path}.Flags: must be \"NONE\", \"OWNED_BY_DML\" or an integer; got {json_text(f)}")
         kw["flags"] = f
-    if "DimensionCount" in obj and kw["sizes"] is not None and obj["DimensionCount"] != len(kw["sizes"]):
-        raise JsonFormError(f"{path}.DimensionCount: must equal the length of Sizes {len(kw['sizes'])}; "
-                            f"got {json_text(obj['DimensionCount'])}")
+    if "DimensionCount" in obj and kw["sizes"] is not None:
+        check_count(obj["DimensionCount"], len(kw["sizes"]), f"{path}.DimensionCount", "the length of Sizes")
     try:
         return TensorDesc(**kw)
     except DmlError as e:
@@ -420,9 +446,9 @@ def from_json(obj) -> OperatorDesc:
         kw[f.attr] = parsed[f.json] = value
     for count, target in cls.COUNTS.items():
         value = parsed.get(target, obj.get(target))
-        if count in obj and isinstance(value, (list, tuple)) and obj[count] != len(value):
+        if count in obj and isinstance(value, (list, tuple)):
             what = "the number of" if any(s.json == target for s in cls.SLOTS) else "the length of"
-            raise JsonFormError(f"$.{count}: must equal {what} {target} {len(value)}; got {json_text(obj[count])}")
+            check_count(obj[count], len(value), f"$.{count}", f"{what} {target}")
     kw.update({s.attr: None for s in cls.slots("output")})
     for s in cls.slots("output"):
         o = obj.get(s.json)
@@ -450,6 +476,9 @@ def _slot_from_json(obj: dict, slot) -> "TensorDesc | tuple[TensorDesc, ...]":
 
 
 def tensor_to_json(t: TensorDesc) -> dict:
+    """The JSON form of a tensor description (``TypeError`` for anything else)."""
+    if not isinstance(t, TensorDesc):
+        raise TypeError(f"tensor_to_json: t must be a TensorDesc; got {type(t).__name__}")
     d = {"DataType": t.data_type.name, "Sizes": list(t.sizes)}
     if t.strides is not None:
         d["Strides"] = list(t.strides)
@@ -464,7 +493,8 @@ def tensor_to_json(t: TensorDesc) -> dict:
 
 def to_json(desc: OperatorDesc) -> dict:
     """The JSON form of a description: its slots and fields in the struct's
-    order (counts are implied by the arrays' lengths); ``TypeError`` for anything but a description."""
+    order (counts are implied by the arrays' lengths); ``TypeError`` for
+    anything but a description."""
     if not isinstance(desc, OperatorDesc):
         raise TypeError(f"to_json: desc must be an operator description; got {type(desc).__name__}")
     d = {"Operator": desc.OPERATOR}

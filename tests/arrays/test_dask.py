@@ -509,6 +509,60 @@ def test_big_endian_chunks_take_every_operator_like_the_in_memory_call():
         assert np.array_equal(y.compute(scheduler="sync"), want)
 
 
+
+
+EMPTY_CHUNK_CALLS = {
+    "slice": lambda v: dml.slice(v, [0, 1, 0, 1], [2, 2, 3, 2], [1, 1, 1, 2]),
+    "slice1": lambda v: dml.slice1(v, [1, 0, 0, 0], [1, 3, 4, 4], [1, -1, 1, 2]),
+    "unfold": lambda v: dml.unfold(v, [2, 2]),
+    "fold": lambda v: dml.fold(v.reshape(2, 16, 4) if v.shape == (2, 4, 4, 4) else v, [3, 3], [2, 2]),
+    "slice_grad": lambda v: dml.slice_grad(v, [2, 4, 5, 5], [0, 0, 1, 0], [2, 4, 4, 4], [1, 1, 1, 1]),
+    "identity": lambda v: dml.identity(v, 2.0, 1.0),
+    "cast": lambda v: dml.cast(v, np.int32),
+    "pad": lambda v: dml.pad(v, [0, 0, 1, 1], [0, 1, 0, 2], "reflect"),
+    "join": lambda v: dml.join([v, v], 1),
+    "split": lambda v: dml.split(v, 1, [1, 3]),
+    "tile": lambda v: dml.tile(v, [1, 2, 1, 2]),
+    "space_to_depth": lambda v: dml.space_to_depth(v, 2),
+    "depth_to_space": lambda v: dml.depth_to_space(v, 2, "CRD"),
+    "gather": lambda v: dml.gather(v, np.array([[3, 0], [1, 1]]), 1),
+    "gather_elements": lambda v: dml.gather_elements(v, np.zeros((2, 4, 4, 4), np.int64) + [3, 2, 1, 0], 3),
+    "gather_nd": lambda v: dml.gather_nd(v, np.array([[1, 2], [0, 3]])),
+    "scatter_elements": lambda v: dml.scatter_elements(v, np.zeros((2, 4, 4, 4), np.int64) + [1, 0, 2, 3],
+                                                       -np.arange(128, dtype=np.float32).reshape(2, 4, 4, 4), 3),
+    "scatter_nd": lambda v: dml.scatter_nd(v, np.array([[1, 2], [0, 3]]), np.full((2, 4, 4), 5, np.float32)),
+    "reverse_subsequences": lambda v: dml.reverse_subsequences(
+        v, np.array([3, 2, 4, 1], np.uint32).reshape(1, 4, 1, 1) * np.ones((2, 1, 1, 4), np.uint32), 2),
+    "diagonal_matrix": lambda v: dml.diagonal_matrix(v, value=3.0, begin=-1, end=2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY_CHUNK_CALLS))
+def test_empty_chunks_take_every_operator_like_the_in_memory_call(name):
+    """Chunks of size 0 along an axis of size >= 1 (what a boolean mask's result holds after
+    compute_chunk_sizes()) raised "TensorDesc: Sizes[0] must be in [1, ...]; got 0" for the blockwise
+    operators, and NumPy's "range() arg 3 must not be zero" at compute() for UNFOLD and FOLD; every result
+    now equals the in-memory call's."""
+    f = EMPTY_CHUNK_CALLS[name]
+    x = np.arange(128, dtype=np.float32).reshape(2, 4, 4, 4)
+    X = da.from_array(x, chunks=((2, 0), (0, 4, 0), (2, 0, 2), (4,)))
+    want = f(x)
+    got = f(X)
+    got, want = (got, want) if isinstance(want, list) else ([got], [want])
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        assert np.array_equal(g.compute(scheduler="sync"), w)
+
+
+def test_a_boolean_masks_empty_chunks_are_taken():
+    """The realistic source of empty chunks: a mask's result, its chunk sizes computed."""
+    y = da.arange(20, chunks=5).astype(np.float32)
+    z = y[(y % 10) > 6]
+    z.compute_chunk_sizes()
+    assert 0 in z.chunks[0]
+    assert np.array_equal(dml.identity(z, 2.0).compute(scheduler="sync"), dml.identity(z.compute(), 2.0))
+    assert np.array_equal(dml.gather(z, da.from_array(np.array([5, 0, 2]), chunks=((0, 3, 0),)), 0)
+                          .compute(scheduler="sync"), z.compute()[[5, 0, 2]])
 # -- CuPy chunks -------------------------------------------------------------------------------------
 
 @pytest.mark.cuda

@@ -3,8 +3,9 @@ dispatch`` on files that are not models (a device, a FIFO, a huge file),
 truncated ``.npy`` initialisers and folders it cannot write. Every failure
 is one line on stderr and exit 2, before anything runs."""
 import json
-import re
 import os
+import re
+import socket
 import stat
 import subprocess
 import sys
@@ -217,3 +218,152 @@ def test_opendml_run_input_npy_with_a_malformed_header(tmp_path, capsys):
     # statement" on 3.12)
     assert err.count("\n") == 1 and re.search(r"cannot read a \.npy array: a malformed header \((unexpected )?EOF "
                                                r"in multi-line", err), err
+
+
+@pytest.mark.parametrize("title, shown", [
+    ("\ud800", "== \\ud800"),                              # a lone surrogate: no encoding can write it (exit 3 before)
+    ("caf\u00e9", "== caf\\u00e9"),                        # not ASCII, on an ASCII stream (exit 3 before)
+    ("a\x1b[31mred", "== a\\u001b[31mred"),                # a terminal escape: written raw before
+])
+def test_a_title_the_stream_cannot_write_is_escaped(tmp_path, title, shown):
+    """``opendml run`` prints a description's Title and Source as DxDispatch's ``print`` prints a resource name:
+    itself where the output stream can write it and it holds no control characters, else JSON-escaped."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY", "Title": title, "Source": title,
+                                "InputTensor": {"DataType": "FLOAT32", "Sizes": [2]}}))
+    r = subprocess.run([sys.executable, "-m", "opendml", "run", str(spec)], capture_output=True, text=True,
+                       timeout=60, env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert r.stdout.splitlines()[0] == f"{shown}  [{shown[3:]}]", r.stdout
+
+
+def test_a_title_the_stream_can_write_is_printed_as_it_is(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY", "Title": "caf\u00e9  \u2014 x",
+                                "InputTensor": {"DataType": "FLOAT32", "Sizes": [2]}}))
+    r = subprocess.run([sys.executable, "-m", "opendml", "run", str(spec)], capture_output=True, timeout=60,
+                       env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+    assert r.returncode == 0 and r.stdout.decode("utf-8").splitlines()[0] == "== caf\u00e9 \u2014 x"
+
+
+class _Reads(__import__("io").BytesIO):
+    """A file recording the largest read asked of it."""
+    largest = 0
+
+    def read(self, n=-1):
+        self.largest = max(self.largest, n)
+        return super().read(n)
+
+
+@pytest.mark.parametrize("version, length", [((2, 0), 2**32 - 16), ((3, 0), 2**31), ((2, 0), 10001),
+                                             ((1, 0), 65535)])
+def test_a_npy_header_length_over_the_limit_is_refused_before_it_is_read(version, length):
+    """A .npy header says its own length (4 bytes in versions 2 and 3): NumPy read all of it (4 GiB, 8 GiB of
+    memory and 10-40 s for a sparse file) before refusing it as over ``max_header_size``."""
+    from opendml.jsonform import NpyError, npy_header
+    head = b"\x93NUMPY" + bytes(version) + length.to_bytes(2 if version == (1, 0) else 4, "little")
+    f = _Reads(head + b"{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }" + b" " * 64)
+    with pytest.raises(NpyError, match=rf"^a header of {length} bytes \(at most 10000 are read\)$"):
+        npy_header(f, ((1, 0), (2, 0), (3, 0)))
+    assert f.largest <= 16
+
+
+@pytest.mark.parametrize("command", ["run", "dispatch"])
+def test_a_npy_file_claiming_a_huge_header_is_one_line(tmp_path, capsys, command):
+    path = tmp_path / "x.npy"
+    with open(path, "wb") as f:                      # a sparse file as long as its header claims
+        f.write(b"\x93NUMPY\x02\x00" + (2**20).to_bytes(4, "little") + b"{'descr': '<f4'")
+        f.truncate(12 + 2**20 + 12)
+    if command == "run":
+        spec = tmp_path / "spec.json"
+        spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY",
+                                    "InputTensor": {"DataType": "FLOAT32", "Sizes": [3]}}))
+        rc = main(["run", str(spec), "--input", str(path)])
+        captured = capsys.readouterr()
+        out, err = captured.out, captured.err
+    else:
+        rc, out, err = dispatch(tmp_path, capsys, small_model(initialValuesDataType="FLOAT32",
+                                                              initialValues={"sourcePath": "x.npy"}))
+    assert_one_line_exit_2(rc, out, err, "a header of 1048576 bytes (at most 10000 are read)")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "loop"])
+def test_an_output_that_cannot_be_written_is_refused_before_the_run(tmp_path, kind):
+    """``opendml run --output`` naming a FIFO no process reads hung for ever once the run was done (the open
+    waited for a reader; with one, NumPy's writer fails on the FIFO's position); a symbolic-link loop failed after
+    the run had printed its output. Each is refused first, as is what is no file to write (a socket)."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY",
+                                "InputTensor": {"DataType": "FLOAT32", "Sizes": [3]}}))
+    target = tmp_path / "y.npy"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "loop":
+        os.symlink(target, target)
+    else:
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(target))
+    r = run_module("run", str(spec), "--output", str(target), timeout=30)
+    why = {"fifo": "this is a FIFO", "socket": "this is a socket", "loop": "Too many levels of symbolic links"}[kind]
+    if kind != "loop":
+        why = f"must be a regular file, a character device or a new name; {why}"
+    assert r.returncode == 2 and r.stdout == "" and r.stderr == f"opendml: error: --output {target}: {why}\n", r
+
+
+def test_an_output_to_a_character_device_is_written(tmp_path):
+    """``--output /dev/null`` discards the output, as a file of the shell's would."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY",
+                                "InputTensor": {"DataType": "FLOAT32", "Sizes": [3]}}))
+    r = run_module("run", str(spec), "--output", "/dev/null", timeout=30)
+    assert r.returncode == 0 and r.stderr == "", r
+
+
+def test_an_output_that_is_a_regular_file_or_a_new_name_is_written(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY",
+                                "InputTensor": {"DataType": "FLOAT32", "Sizes": [3]}}))
+    (tmp_path / "old.npy").write_bytes(b"x")
+    os.symlink(tmp_path / "new.npy", tmp_path / "link.npy")          # a link to a file not made yet
+    for name in ("old.npy", "fresh.npy", "link.npy"):
+        assert main(["run", str(spec), "--output", str(tmp_path / name)]) == 0
+        assert np.load(tmp_path / name).tolist() == [1, 2, 3]
+
+
+def test_an_empty_output_dir_is_refused_not_read_as_the_current_folder(tmp_path, capsys, monkeypatch):
+    """``--output-dir ""`` (an unset shell variable) wrote every resource into the current folder, replacing any
+    NAME.npy there; ``--output ""`` failed only after the run had printed its output."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "r.npy").write_bytes(b"mine")
+    rc, out, err = dispatch(tmp_path, capsys, small_model(), "--output-dir", "")
+    assert_one_line_exit_2(rc, out, err, "--output-dir: must name a folder; got an empty path")
+    assert (tmp_path / "r.npy").read_bytes() == b"mine"
+    from opendml.dxdispatch import ModelError, check_output_dir
+    with pytest.raises(ModelError, match="^--output-dir: must name a folder; got an empty path$"):
+        check_output_dir("", ["r"])
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"Operator": "ELEMENT_WISE_IDENTITY",
+                                "InputTensor": {"DataType": "FLOAT32", "Sizes": [3]}}))
+    assert main(["run", str(spec), "--output", ""]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == "opendml: error: --output: must name a file; got an empty path\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("argv", [["run", "--example", "unfold"], ["dispatch", "--example", "unfold"], ["info"],
+                                  ["run", "--list"]])
+def test_an_output_stream_that_cannot_be_written_is_one_line_and_exit_2(argv):
+    """Standard output on a full disk (here /dev/full) was "internal error: OSError: [Errno 28] No space left on
+    device ... (a bug of opendml; please report it)", exit 3 (or, for output still buffered at exit, Python's
+    "Exception ignored" lines and exit 120)."""
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "opendml", *argv], stdout=full, stderr=subprocess.PIPE, text=True,
+                           timeout=60)
+    assert r.returncode == 2 and r.stderr == "opendml: error: cannot write the output: No space left on device\n", \
+        (r.returncode, r.stderr)
+
+
+def test_a_closed_pipe_is_still_a_quiet_exit_0():
+    r = subprocess.run(f"{sys.executable} -m opendml run | head -c 10", shell=True, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stderr == "" and len(r.stdout) == 10, r

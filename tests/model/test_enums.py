@@ -39,3 +39,20 @@ def test_feature_levels_ordered_and_parsed():
 def test_feature_level_parse_errors(bad):
     with pytest.raises(dml.ValidationError, match="FeatureLevel: unknown feature level"):
         dml.FeatureLevel.parse(bad)
+
+
+@pytest.mark.parametrize("member", [dml.TensorFlags.OWNED_BY_DML, dml.PaddingMode.EDGE])
+def test_a_member_of_another_enum_is_no_data_type_or_flag(member):
+    """``TensorDesc(TensorFlags.OWNED_BY_DML, sizes)`` (the arguments mixed up) made a FLOAT32 tensor, and
+    ``flags=DataType.FLOAT32`` an owned one: an ``IntEnum`` member is an int equal to another enum's value."""
+    with pytest.raises(dml.ValidationError, match=rf"^DataType: unknown data type <{type(member).__name__}\."):
+        dml.DataType.parse(member)
+    with pytest.raises(dml.ValidationError, match=r"^DataType: unknown data type"):
+        dml.TensorDesc(member, [2])
+    with pytest.raises(dml.ValidationError, match=r"^TensorDesc: Flags must be a TensorFlags or an integer; got "
+                                                  r"<DataType.FLOAT32: 1>$"):
+        dml.TensorDesc("FLOAT32", [2], flags=dml.DataType.FLOAT32)
+    with pytest.raises(dml.ValidationError, match=r"^FeatureLevel: unknown feature level"):
+        dml.FeatureLevel.parse(member)
+    assert dml.TensorDesc("FLOAT32", [2], flags=1).flags is dml.TensorFlags.OWNED_BY_DML
+    assert dml.DataType.parse(1) is dml.DataType.FLOAT32

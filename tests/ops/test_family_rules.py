@@ -210,3 +210,30 @@ def test_a_0d_integer_array_in_place_of_a_sequence_is_the_int(name, call, scalar
     for bad in (np.array(float(scalar)), np.array(True), True):
         with pytest.raises(dml.ValidationError, match="must be a sequence of integers"):
             call(x, bad)
+
+
+@pytest.mark.parametrize("value, shown", [(True, "True"), (1.0, "1.0"), (1 + 0j, r"\(1\+0j\)"),
+                                          (D.FLOAT32, r"<DataType.FLOAT32: 1>"), (np.float64(1.0), r"np.float64\(1.0\)"),
+                                          (np.True_, r"np.True_")])
+def test_an_enum_field_takes_no_bool_float_or_member_of_another_enum(value, shown):
+    """A description's enum field (PADDING's PaddingMode, the depth-space operators' Order) took anything equal to a
+    member's value: True, 1.0, 1+0j or DataType.FLOAT32 gave EDGE (the array functions and the JSON form refuse
+    them)."""
+    with pytest.raises(dml.ValidationError, match=r"^PADDING: PaddingMode must be one of CONSTANT, EDGE, REFLECTION, "
+                                                  r"SYMMETRIC, WRAP; got " + shown + "$"):
+        PaddingOperatorDesc(X, None, value, 0, [0, 0, 1, 1], [0, 0, 1, 1])
+    with pytest.raises(dml.ValidationError, match=r"^DEPTH_TO_SPACE1: Order must be one of DEPTH_COLUMN_ROW, "
+                                                  r"COLUMN_ROW_DEPTH; got " + shown + "$"):
+        DepthToSpace1OperatorDesc(T(F32, [1, 4, 2, 2]), None, 2, value)
+
+
+@pytest.mark.parametrize("value", [1, np.int64(1), "edge", "DML_PADDING_MODE_EDGE", PaddingMode.EDGE])
+def test_an_enum_field_takes_a_member_its_value_or_its_name(value):
+    assert PaddingOperatorDesc(X, None, value, 0, [0, 0, 1, 1], [0, 0, 1, 1]).padding_mode is PaddingMode.EDGE
+
+
+def test_an_enum_field_takes_no_0_d_bool_tensor():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(dml.ValidationError, match=r"^PADDING: PaddingMode must be one of .*; got tensor\(True\)$"):
+        PaddingOperatorDesc(X, None, torch.tensor(True), 0, [0, 0, 1, 1], [0, 0, 1, 1])
+    assert PaddingOperatorDesc(X, None, torch.tensor(1), 0, [0, 0, 1, 1], [0, 0, 1, 1]).padding_mode is PaddingMode.EDGE

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
 import sys
 
 import numpy as np
 
-from ..model._checks import UINT32_MAX, _short, number
+from ..model._checks import NOT_NUMBERS, UINT32_MAX, _short, index_value, number
 from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
@@ -119,8 +118,8 @@ def data_type(spelling):
     None for a dtype with no DirectML type (bool, bfloat16...); ``TypeError`` for no dtype at all."""
     try:
         return _data_type(spelling)
-    except TypeError:                     # not hashable: read uncached (no dtype: the same TypeError again)
-        return _data_type.__wrapped__(spelling)
+    except (TypeError, ValueError):       # not hashable (a generic np.timedelta64: ValueError): read uncached (no
+        return _data_type.__wrapped__(spelling)   # dtype: the same TypeError again)
 
 
 # cached by the spelling and its type (typed): DataType.FLOAT32 == 1 and True == 1, but 1 is no dtype
@@ -139,8 +138,11 @@ def _data_type(spelling):
             torch = sys.modules.get("torch")
             if torch is not None and isinstance(getattr(torch, spelling[6:], None), torch.dtype):
                 return _BY_NAME.get(spelling[6:])
-    if spelling is None or isinstance(spelling, (bool, int, float, np.number, np.bool_)):
-        raise TypeError(spelling)        # np.dtype(None) is float64, numbers are no dtypes (NumPy's read as theirs)
+    # np.dtype(None) is float64, and np.dtype reads a NumPy scalar (a number, bool, datetime, void) as its own type:
+    # values are no dtypes; NumPy's strings are names
+    if spelling is None or isinstance(spelling, (bool, int, float)) or (isinstance(spelling, np.generic) and
+                                                                        not isinstance(spelling, (np.str_, np.bytes_))):
+        raise TypeError(spelling)
     try:
         dt = np.dtype(spelling)
     except Exception:                     # noqa: BLE001 - numpy.dtype refuses it: no dtype
@@ -193,7 +195,8 @@ def dtype_argument(dtype, function: str):
     ``ValidationError`` for no dtype)."""
     cls = OPERATOR_OF[function]
     # its int value (NumPy's ints as Python's): how torch.compile passes a member
-    if (member := enum_member(DataType, int(dtype) if isinstance(dtype, np.integer) else dtype)) is not None:
+    numpy_int = isinstance(dtype, np.integer) and not isinstance(dtype, NOT_NUMBERS)
+    if (member := enum_member(DataType, int(dtype) if numpy_int else dtype)) is not None:
         dtype = member
     try:
         dt = data_type(dtype)
@@ -225,7 +228,9 @@ def check_input(function: str, x, argument: str | None = None, slot: str | None 
     level: ``UnsupportedError`` for a dtype it does not take, ``ValidationError`` for a rank or sizes outside
     DirectML's (``_sizes_off``; of an array of any framework only ``dtype``, ``ndim`` (else ``len(shape)``) and
     ``size`` (else ``shape``) are read). ``slot``: the DirectML tensor of one of the further arrays
-    (``check_others``), checked against its types, not ranks."""
+    (``check_others``), checked against its types, not ranks. A masked array is refused first, whatever passed."""
+    if _MAY_BE_MASKED.get(type(x), True):
+        _not_masked(function, x, argument or BINDING[function].array)
     try:
         key = (function, x.dtype, rank_of(x)) if slot is None else ("others", function, argument, x.dtype)
         if key in _PASSED and not _sizes_off(x):
@@ -248,6 +253,21 @@ def argument_of(function: str, i: int) -> str:
         return f"arrays[{i}]"
     names = [binding.array, *binding.others]
     return f"arrays[{i}]" if binding.array == "arrays" or i >= len(names) else names[i]
+
+
+#: Array type -> whether an array of it may be masked (``_not_masked`` looks), for the types seen.
+_MAY_BE_MASKED: dict = {np.ndarray: False}
+
+
+def _not_masked(function: str, x, argument: str) -> None:
+    """A masked array (NumPy's, or a Dask array of masked chunks: its ``_meta`` is one) refused by its name: its mask
+    would be dropped. (Its dtype and rank are a plain array's, which ``_PASSED`` may hold.)"""
+    kind = type(x)
+    if kind not in _MAY_BE_MASKED and len(_MAY_BE_MASKED) < 256:
+        _MAY_BE_MASKED[kind] = issubclass(kind, np.ma.MaskedArray) or hasattr(x, "_meta")
+    if isinstance(x, np.ma.MaskedArray) or isinstance(getattr(x, "_meta", None), np.ma.MaskedArray):
+        raise ValidationError(f"{function}: masked arrays are not supported ({argument} is one: its mask would be "
+                              f"dropped); pass {argument}.filled(value) or {argument}.data")
 
 
 def check_inputs(function: str, arrays) -> None:
@@ -330,7 +350,7 @@ def axis(value, rank: int, function: str) -> int:
     if isinstance(value, bool):
         raise ValidationError(f"{function}: axis must be an integer; got {value!r}")
     try:
-        a = operator.index(value)
+        a = index_value(value)
     except Exception:  # noqa: BLE001 - no int value (as_int's reason)
         raise ValidationError(f"{function}: axis must be an integer; got {_short(value)}") from None
     if not -rank <= a < rank:

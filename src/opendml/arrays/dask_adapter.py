@@ -451,10 +451,21 @@ def _run_block(call, index, *blocks):
     return outs if index is None else outs[index]
 
 
+def _without_empty_chunks(x):
+    """``x`` rechunked without its chunks of size 0 (the same array and graph where it has none)."""
+    chunks = getattr(x, "chunks", None)
+    if chunks is None or all(all(c) for c in chunks):
+        return x
+    return x.rechunk(tuple(tuple(n for n in c if n) or c for c in chunks))
+
+
 def run(call, arrays) -> list:
     """The adapter's one route: ``call`` (a ``Call`` of the array API) on Dask arrays, validated on the whole arrays'
     shapes, then built lazily by the builder of the operator's declared ``chunking()``: a kind's (``_BUILDERS``),
-    else ``_blockwise`` (a dict of axes; the contract's checks refused unknown chunk sizes before)."""
+    else ``_blockwise`` (a dict of axes; the contract's checks refused unknown chunk sizes before). Chunks of size 0
+    (a boolean mask's result holds them) are merged away first: every builder describes its blocks, and DirectML's
+    sizes are >= 1 (an axis of size 0 was refused before)."""
+    arrays = [_without_empty_chunks(x) for x in arrays]
     dtypes = [_dtype(x) for x in arrays]
     desc = call.describe_arrays(dtypes, [x.shape for x in arrays])
     rules = desc.chunking()

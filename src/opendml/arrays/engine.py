@@ -125,11 +125,10 @@ def _many_out(desc) -> bool:
 
 # -- NumPy's move route, behind the move cache -------------------------------------------------------
 
-def _array(x, where: str, i: int = 0) -> np.ndarray:
-    """``x``, the ``i``-th array of a call of ``where``, as the kernels read it (``as_input``)."""
+def _array(x, where: str) -> np.ndarray:
     if x.dtype.kind not in "iuf" or x.dtype.itemsize not in WORDS:
         raise ValidationError(f"{where}: unsupported dtype {x.dtype}")
-    return as_input(x, where, i)
+    return as_input(x)
 
 
 def _prepared(x: np.ndarray):
@@ -164,7 +163,7 @@ def run_numpy(call: Call, arrays) -> list:
                     # another spelling of a recorded call (cast's float and DataType.FLOAT64): the C cache learns it
                     _put_c(record, arrays, outs, entry.offsets, entry.steps)
                     return outs
-    arrays = [_array(x, call.name, i) for i, x in enumerate(arrays)]
+    arrays = [_array(x, call.name) for x in arrays]
     desc = call.describe([logical_desc(x.dtype, x.shape) for x in arrays])
     if execute is not _EXECUTE:
         return execute(desc, arrays)

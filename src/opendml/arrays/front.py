@@ -31,6 +31,7 @@ from typing import Any, Sequence, Union
 
 import numpy as np
 
+from ..model._checks import NOT_NUMBERS
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
 from ..ops import OPERATORS
@@ -575,7 +576,7 @@ def cpu_output_cache(limit: int | None = None) -> dict:
     """
     from ..runtime.config import MAX_CACHE_BYTES, configure
     if limit is not None:
-        if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)):
+        if isinstance(limit, NOT_NUMBERS) or not isinstance(limit, (int, np.integer)):
             raise TypeError(f"cpu_output_cache: limit must be an int (bytes) or None; got {type(limit).__name__}")
         if not 0 <= limit <= MAX_CACHE_BYTES:
             raise ValidationError(f"cpu_output_cache: limit must be in [0, {MAX_CACHE_BYTES}] (bytes) or None; "

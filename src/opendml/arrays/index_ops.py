@@ -19,12 +19,12 @@ are index-driven move programs (``ops._index.IndexAdjointDesc``) run by ``index_
 from __future__ import annotations
 
 import math
-import operator
 import sys
 from typing import Any
 
 import numpy as np
 
+from ..model._checks import index_value
 from ..model.data_type import DataType
 from ..model.errors import ValidationError
 from ..model.tensor_desc import MAX_RANK
@@ -67,7 +67,7 @@ def count(value, where: str, field: str, lo: int, what: str) -> int:
     if isinstance(value, bool):
         raise _contract.field_error(where, field, f"be an integer ({what})", value)
     try:
-        v = operator.index(value)
+        v = index_value(value)
     except Exception:  # noqa: BLE001 - no int value (as_int's reason)
         raise _contract.field_error(where, field, f"be an integer ({what})", value) from None
     if v < lo:
@@ -193,20 +193,17 @@ def _like(a, x, where: str):
     values = _host_batched(a)[0]
     if values is None:
         raise ValidationError(f"{where}: traced JAX indices need JAX data (got {type(x).__module__} data)")
-    return values if fx is None else _FROM_HOST[_contract.framework_of(x)](values, x)
-
-
-def _torch_from_host(values, x):
-    """NumPy ``values`` as a PyTorch tensor where ``x`` lies; a read-only array (a JAX array's host view) copied
-    first, which ``as_tensor`` would share with a UserWarning ("The given NumPy array is not writable")."""
-    if isinstance(values, np.ndarray) and not values.flags.writeable:
-        values = values.copy()
-    return sys.modules["torch"].as_tensor(values, device=x.device)
+    if fx is None:
+        return values
+    # native order, C-contiguous, writable: what each framework's constructor takes as it is (torch.as_tensor refuses
+    # negative strides and a non-native byte order, and warns for a read-only array; JAX refuses that byte order)
+    values = np.require(values, values.dtype.newbyteorder("="), ["C", "W"])
+    return _FROM_HOST[_contract.framework_of(x)](values, x)
 
 
 #: Framework (``_dispatch.FRAMEWORKS``, imported where one of its arrays came in) -> (NumPy values, an array
 #: ``x`` of it) -> the values as an array of it, where ``x`` lies.
-_FROM_HOST = {"torch": _torch_from_host,
+_FROM_HOST = {"torch": lambda values, x: sys.modules["torch"].as_tensor(values, device=x.device),
               "cupy": lambda values, x: sys.modules["cupy"].asarray(values),
               "jax": lambda values, x: sys.modules["jax.numpy"].asarray(values),
               "dask.array": lambda values, x: sys.modules["dask.array"].from_array(values, chunks=-1)}
@@ -353,7 +350,7 @@ def _record(name: str, given, args: tuple, call, arrays, shape, since):
             not backend.config.call_cache or "prepare" in backend.__dict__ or engine.execute is not _EXECUTE:
         return None
     arrays = [v.reshape(tuple(a.shape)) for v, a in zip(views, arrays)]
-    if any(engine._array(a, call.name, i) is not a for i, a in enumerate(arrays)):
+    if any(engine._array(a, call.name) is not a for a in arrays):
         return None
     desc = call.describe([logical_desc(a.dtype, a.shape) for a in arrays])
     prepared = [engine._prepared(a) for a in arrays]

@@ -84,7 +84,8 @@ def _forward(p, xs) -> tuple:
     if any(isinstance(x, jax.core.Tracer) for x in xs):
         lax_form = _lax(desc)
         if lax_form is not None:
-            return (lax_form(*xs),)
+            # of a strong type, as the kernels' results and the host callback's are (lax keeps a weak type)
+            return (jax.lax.convert_element_type(lax_form(*xs), desc.outputs[0].data_type.numpy_dtype),)
         shapes = tuple(jax.ShapeDtypeStruct(t.sizes, t.data_type.numpy_dtype) for t in desc.outputs)
         return tuple(jax.pure_callback(lambda *a: tuple(p.call(*(np.asarray(v) for v in a))),
                                        shapes, *xs, vmap_method="sequential"))

@@ -22,17 +22,14 @@ def prefault(backend, out: np.ndarray, fresh: bool) -> bool:
     return threaded
 
 
-def as_input(x: np.ndarray, where: str = "array API", i: int = 0) -> np.ndarray:
+def as_input(x: np.ndarray) -> np.ndarray:
     """``x`` as an array the kernels can read: little-endian, not masked, a plain ndarray (a subclass such as
-    np.matrix stays 2-D when the NumPy kernels flatten it). ``where``, ``i``: the function and the array's position
-    in its call, which a message names (``_contract.argument_of``)."""
+    np.matrix stays 2-D when the NumPy kernels flatten it)."""
     if type(x) is np.ndarray and x.dtype.isnative and np.little_endian:
         return x
     if isinstance(x, np.ma.MaskedArray):
-        from ._contract import argument_of
-        a = argument_of(where, i)
-        raise ValidationError(f"{where}: masked arrays are not supported (the mask would be dropped); pass "
-                              f"{a}.filled(value) or {a}.data explicitly")
+        raise ValidationError("array API: masked arrays are not supported (the mask would be dropped); "
+                              "pass x.filled(value) or x.data explicitly")
     x = x.view(np.ndarray)
     if x.dtype.byteorder == ">" or (x.dtype.byteorder == "=" and not np.little_endian):
         x = x.astype(x.dtype.newbyteorder("<"))

@@ -26,7 +26,8 @@ import numpy as np
 from ..device import Device
 from ..model.errors import DmlError, ValidationError
 from ..model.feature_level import FeatureLevel
-from ._dispatchables import _Dispatchable, _name_tensors, _parse_command, _parse_dispatchable, _slot_bindings
+from ._dispatchables import (_Dispatchable, _name_tensors, _parse_command, _parse_dispatchable, _slot_bindings,
+                             _Tables)
 from ._examples import dumps, example_model, example_outputs
 from ._output import (PendingWrites, check_output_dir, format_resource, print_resource, resource_array,
                       write_resources)
@@ -137,15 +138,16 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
         dispatchables[name] = d
 
     # 3. every command checked (bindings by DirectML's rules) before any runs
-    commands = [_parse_command(i, c, dispatchables, resources, folder) for i, c in enumerate(obj["commands"])]
+    tables = _Tables()
+    commands = [_parse_command(i, c, dispatchables, resources, folder, tables) for i, c in enumerate(obj["commands"])]
 
     # 4. the commands, in order: prints stream to `out`; writeFile targets are written at the end (``PendingWrites``)
     writes = PendingWrites()
     try:
         for kind, where, details in commands:
             if kind == "dispatch":
-                d, table = details
-                device.execute(d.compiled, table)
+                d, inputs, outputs = details
+                device.execute(d.compiled, tables.table(d, inputs, outputs, where))
             elif kind == "print":
                 r, verbose = details
                 print_resource(r, out, verbose)

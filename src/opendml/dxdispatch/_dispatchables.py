@@ -2,6 +2,7 @@
 commands, each checked before anything runs."""
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 import os
@@ -298,8 +299,56 @@ def _name_tensors(message: str, desc) -> str:
     return re.sub(r"\b(input|output) (\d+)\b", named, " ".join(message.split()))
 
 
-def _parse_command(i: int, cmd, dispatchables: dict, resources: dict, folder: str):
-    """A command checked before anything runs: ``(kind, where, details)``."""
+class _Tables:
+    """The binding tables of a model's dispatch commands, by dispatchable and bindings. A command keeps its checked
+    bindings (one object per distinct range, shared by every command binding it), not a table: the tables, each
+    holding its prepared dispatch, live in a cache of at most ``LIMIT``, so commands repeating a dispatch share one,
+    and a model of many commands holds no table per command (each held about 1.9 KB)."""
+
+    LIMIT = 64
+
+    def __init__(self):
+        self._tables: collections.OrderedDict = collections.OrderedDict()
+        self._ranges: dict = {}
+        self._commands: dict = {}
+
+    def command(self, d: _Dispatchable, inputs: tuple, outputs: tuple, where: str) -> tuple:
+        """A dispatch command ``("dispatch", where, (d, inputs, outputs))``, its bindings bound now (DirectML's
+        binding rules checked, ``where`` naming it in an error); a command repeating an earlier one's dispatchable
+        and bindings is that one's tuple."""
+        key = (d.name, inputs, outputs)
+        if key not in self._commands:
+            self.table(d, inputs, outputs, where)
+            self._commands[key] = ("dispatch", where, (d, inputs, outputs))
+        return self._commands[key]
+
+    def shared(self, bindings: list) -> tuple:
+        """``bindings`` as a tuple of the one object of each distinct range (None stays None)."""
+        return tuple(None if b is None else self._ranges.setdefault(b, b) for b in bindings)
+
+    def table(self, d: _Dispatchable, inputs: tuple, outputs: tuple, where: str):
+        """A binding table of ``d`` with these bindings (bound, so checked, where the cache has none), ``where``
+        naming the command in an error."""
+        key = (d.name, inputs, outputs)
+        table = self._tables.get(key)
+        if table is not None:
+            self._tables.move_to_end(key)
+            return table
+        table = d.compiled.device.create_binding_table(d.compiled)
+        try:
+            table.bind_inputs(list(inputs))
+            table.bind_outputs(list(outputs))
+        except DmlError as e:
+            raise type(e)(f"{where}: {_name_tensors(str(e), d.compiled.desc)}") from None
+        self._tables[key] = table
+        if len(self._tables) > self.LIMIT:
+            self._tables.popitem(last=False)
+        return table
+
+
+def _parse_command(i: int, cmd, dispatchables: dict, resources: dict, folder: str, tables: _Tables):
+    """A command checked before anything runs: ``(kind, where, details)``; a dispatch's bindings are bound in a
+    table of ``tables``."""
     where = f"command {i}"
     if not isinstance(cmd, dict):
         raise ModelError(f"{where}: must be an object; got {_type_name(cmd)}")
@@ -322,13 +371,7 @@ def _parse_command(i: int, cmd, dispatchables: dict, resources: dict, folder: st
         where = f"command {i} (dispatch {_q(name)})"
         d = dispatchables[name]
         inputs, outputs = _slot_bindings(d, cmd["bindings"], resources, f"{where}: bindings", init=False)
-        table = d.compiled.device.create_binding_table(d.compiled)
-        try:
-            table.bind_inputs(inputs)
-            table.bind_outputs(outputs)
-        except DmlError as e:
-            raise type(e)(f"{where}: {_name_tensors(str(e), d.compiled.desc)}") from None
-        return "dispatch", where, (d, table)
+        return tables.command(d, tables.shared(inputs), tables.shared(outputs), where)
     allowed = ("type", "resource", "verbose") if kind == "print" else ("type", "resource", "targetPath", "dimensions")
     _check_keys(cmd, allowed, where, ("resource",) + (("targetPath",) if kind == "writefile" else ()))
     name = _string(cmd["resource"], f"{where}.resource")

@@ -16,14 +16,23 @@ def _json_number(v):
     integral floats as integers (``-0.0`` kept)."""
     if isinstance(v, float):
         if not math.isfinite(v):
-            return "nan" if math.isnan(v) else "inf" if v > 0 else "-inf"
+            return _finite(v)
         if v.is_integer() and abs(v) < 2**53 and (v != 0 or math.copysign(1, v) > 0):
             return int(v)
     return v
 
 
+def _finite(value):
+    """``value`` with each non-finite float (at any depth of lists) as DxDispatch's string: JSON has no NaN or
+    infinity, and ``loads``, as DxDispatch's parser, refuses the literals ``NaN`` and ``Infinity``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else "inf" if value > 0 else "-inf"
+    return [_finite(v) for v in value] if isinstance(value, list) else value
+
+
 def dumps(model: dict) -> str:
-    """A model as indented JSON text, each array of numbers on one line."""
+    """A model as indented JSON text, each array of numbers on one line; a NaN or infinite float is written as
+    ``"nan"``, ``"inf"`` or ``"-inf"``, as DxDispatch reads them."""
     def compact(value, indent: int) -> str:
         pad, inner = " " * indent, " " * (indent + 2)
         if isinstance(value, dict) and value:
@@ -31,7 +40,7 @@ def dumps(model: dict) -> str:
             return "{\n" + ",\n".join(items) + "\n" + pad + "}"
         if isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):
             return "[\n" + ",\n".join(inner + compact(v, indent + 2) for v in value) + "\n" + pad + "]"
-        return json.dumps(value)
+        return json.dumps(_finite(value))
     return compact(model, 0)
 
 

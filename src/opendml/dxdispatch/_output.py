@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..model._checks import display_text
 from ..model.data_type import DataType
 from ..model.tensor_desc import TensorDesc
 from ._read import ModelError, _q
@@ -23,18 +24,6 @@ def _format_value(v, kind: str) -> str:
         f = float(v)
         return "nan" if math.isnan(f) else f"{f:g}"
     return str(int(v))
-
-
-def _display(text: str, out) -> str:
-    """``text`` as printed to ``out``: itself where the stream can write it
-    and it holds no control characters, else JSON-escaped."""
-    try:
-        if text.isprintable():
-            text.encode(getattr(out, "encoding", None) or "utf-8")
-            return text
-    except (UnicodeError, LookupError):
-        pass
-    return json.dumps(text)[1:-1]
 
 
 #: Elements a print command formats at once (their text is written to the stream, then dropped): printing holds one
@@ -103,7 +92,7 @@ def print_resource(r, out, verbose: bool) -> None:
     dtype = r.numpy_dtype
     count = r.initial_bytes // r.element_size
     pieces = buffer_pieces(r.buffer, count * dtype.itemsize, dtype, PRINT_ELEMENTS * dtype.itemsize)
-    for text in _resource_text(_display(r.name, out), pieces, count, dtype, verbose):
+    for text in _resource_text(display_text(r.name, out), pieces, count, dtype, verbose):
         out.write(text)
     out.write("\n")
 
@@ -164,7 +153,7 @@ class PendingWrites:
             except OSError as e:
                 raise ModelError(f"writeFile of resource {_q(name)}: cannot write {path}: {e.strerror or e}"
                                  ) from None
-            print(f"Resource '{_display(name, out)}' written to '{_display(path, out)}'", file=out)
+            print(f"Resource '{display_text(name, out)}' written to '{display_text(path, out)}'", file=out)
         self.files, self.folders = [], []
 
     def discard(self) -> None:
@@ -209,6 +198,8 @@ def check_output_dir(directory: str | os.PathLike, names) -> str:
     file name. Returns the folder's absolute path."""
     if not isinstance(directory, (str, os.PathLike)):
         raise TypeError(f"the output folder must be a str or os.PathLike; got {type(directory).__name__}")
+    if not os.fspath(directory):            # (abspath would make it the current folder: an unset shell variable)
+        raise ModelError("--output-dir: must name a folder; got an empty path")
     directory = os.path.abspath(os.fspath(directory))
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise ModelError(f"--output-dir {directory}: exists and is not a folder")

@@ -27,13 +27,27 @@ UINT64_MAX = 2**64 - 1
 INT_BITS = 1024
 _INT_LIMIT = 1 << INT_BITS
 
+#: What a test for a number (``isinstance(v, (int, float, np.integer, np.floating))``) refuses first: bools (Python's
+#: are ints) and NumPy's durations (``np.timedelta64`` is a ``np.signedinteger``; its ``int()`` and ``float()`` give a
+#: ``datetime.timedelta``'s error, or its count in whatever unit it has).
+NOT_NUMBERS = (bool, np.timedelta64)
+
+
+def index_value(value) -> int:
+    """``operator.index(value)``, refusing (``TypeError``) a bool: Python's, and a 0-d bool array, whose
+    ``__index__`` PyTorch's gives as 0 or 1 (NumPy's and JAX's refuse)."""
+    if isinstance(value, bool) or (type(value) is not int and str(getattr(value, "dtype", "")) in ("bool",
+                                                                                                   "torch.bool")):
+        raise TypeError(f"a bool is no integer here; got {type(value).__name__}")
+    return operator.index(value)
+
 
 def as_int(value, what: str, *, where: str) -> int:
     """Return ``value`` as an int; refuse bools, floats, non-integers and integers of more than ``INT_BITS`` bits."""
     if isinstance(value, bool) or value is None:
         raise ValidationError(f"{where}: {what} must be an integer; got {value!r}")
     try:
-        v = operator.index(value)
+        v = index_value(value)
     except Exception:  # noqa: BLE001 - no int value (a PyTorch meta tensor's, a JAX tracer's, any __index__ failing)
         raise ValidationError(
             f"{where}: {what} must be an integer; got {_short(value)} of type {type(value).__name__}"
@@ -110,11 +124,27 @@ def _short(value) -> str:
 
 def json_text(value) -> str:
     """``value`` as JSON writes it, for a message; ``_short``'s repr where JSON
-    has no form for it (a NumPy number, a set, a list holding itself...)."""
+    has no form for it (a NumPy number, a set, a list holding itself...) or
+    would show another type (a tuple, which it writes as an array)."""
+    if isinstance(value, tuple):
+        return _short(value)
     try:
         return json.dumps(value)
     except (TypeError, ValueError, RecursionError):
         return _short(value)
+
+
+def display_text(text: str, out) -> str:
+    """A name or title given by the user (a DxDispatch resource name, a description's Title) as printed to the stream
+    ``out``: itself where the stream can write it and it holds no control characters, else JSON-escaped (a lone
+    surrogate, a character the stream's encoding lacks, a terminal escape)."""
+    try:
+        if text.isprintable():
+            text.encode(getattr(out, "encoding", None) or "utf-8")
+            return text
+    except (UnicodeError, LookupError):
+        pass
+    return json.dumps(text)[1:-1]
 
 
 def type_name(v) -> str:

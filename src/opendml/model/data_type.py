@@ -64,7 +64,7 @@ class DataType(enum.IntEnum):
                 return cls[name]
             raise ValidationError(
                 f"DataType: unknown data type {_short(value)}; expected one of {', '.join(cls.__members__)}")
-        if isinstance(value, int) and not isinstance(value, bool):
+        if isinstance(value, int) and not isinstance(value, (bool, enum.Enum)):   # (another enum's member: no)
             try:
                 return cls(value)
             except ValueError:

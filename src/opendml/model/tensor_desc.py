@@ -10,7 +10,7 @@ import enum
 import math
 from collections.abc import Sequence
 
-from ._checks import UINT32_MAX, UINT64_MAX, as_int, as_int_tuple
+from ._checks import UINT32_MAX, UINT64_MAX, _short, as_int, as_int_tuple
 from .data_type import ELEMENT_TYPES, DataType
 from .errors import ValidationError
 
@@ -167,8 +167,8 @@ class TensorDesc:
     total_tensor_size_in_bytes : int, optional
         At least ``calc_buffer_tensor_size(data_type, sizes, strides)`` (the default), at most 2**64 - 1.
     guaranteed_base_offset_alignment : int, default 0
-        0 (no promise) or a power of two at least the element size; a binding's offset must be a multiple of it and of
-        16.
+        0 (no promise) or a power of two at least the element size and at most 2**31 (a UINT); a binding's offset must
+        be a multiple of it and of 16.
     flags : TensorFlags, default TensorFlags.NONE
         ``NONE`` or ``OWNED_BY_DML``.
 
@@ -239,11 +239,16 @@ class TensorDesc:
                     f"(and fit in 64 bits); got {total}")
             set_("total_tensor_size_in_bytes", total)
         align = as_int(self.guaranteed_base_offset_alignment, "GuaranteedBaseOffsetAlignment", where=w)
+        if align > UINT32_MAX and not align & (align - 1):
+            raise ValidationError(f"{w}: GuaranteedBaseOffsetAlignment must be at most {1 << 31} (the largest power of "
+                                  f"two a UINT holds); got {align}")
         if align != 0 and (align < dt.size or align & (align - 1) or align > UINT32_MAX):
             raise ValidationError(
                 f"{w}: GuaranteedBaseOffsetAlignment must be 0 or a power of two >= the element size "
                 f"{dt.size}; got {align}")
         set_("guaranteed_base_offset_alignment", align)
+        if isinstance(self.flags, enum.Enum) and not isinstance(self.flags, TensorFlags):
+            raise ValidationError(f"{w}: Flags must be a TensorFlags or an integer; got {_short(self.flags)}")
         flags = as_int(self.flags, "Flags", where=w)
         if flags & ~int(TensorFlags.OWNED_BY_DML):
             raise ValidationError(f"{w}: Flags must be NONE (0) or OWNED_BY_DML (1); got {flags}")

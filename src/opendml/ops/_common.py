@@ -3,12 +3,13 @@ read like the pages, and lowering helpers."""
 from __future__ import annotations
 
 import dataclasses
+import enum as py_enum
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from ..model._checks import UINT32_MAX, _short, as_int, as_int_tuple
+from ..model._checks import NOT_NUMBERS, UINT32_MAX, _short, as_int, as_int_tuple, index_value
 from ..model.data_type import DataType
 from ..model.errors import UnsupportedError, ValidationError
 from ..model.feature_level import FeatureLevel
@@ -337,11 +338,19 @@ class OperatorDesc:
             self._check_sizes("OutputTensor", self.output_tensor, sizes, rule)
 
     def _enum(self, attr: str, field: str, enum) -> None:
-        """An enum field given as a member, its value or its name (short or
-        DirectML's, any case), stored as the member."""
+        """An enum field given as a member, its value (an integer: no bool, float or member of another enum, which
+        Python finds equal to one) or its name (short or DirectML's, any case), stored as the member."""
         v = getattr(self, attr)
         try:
-            self._set(attr, enum(v) if not isinstance(v, str) else enum[v.upper().removeprefix(ENUM_PREFIXES[enum])])
+            if isinstance(v, enum):
+                member = v
+            elif isinstance(v, str):
+                member = enum[v.upper().removeprefix(ENUM_PREFIXES[enum])]
+            elif isinstance(v, py_enum.Enum) and not isinstance(v, enum):
+                raise TypeError
+            else:
+                member = enum(index_value(v))          # (a bool, a 0-d bool tensor: no integer)
+            self._set(attr, member)
         except (ValueError, KeyError, TypeError):
             raise self._err(f"{field} must be one of {', '.join(m.name for m in enum)}; got {v!r}") from None
 
@@ -401,7 +410,7 @@ class OperatorDesc:
             raise self._err(f"{type_field} must equal OutputTensor.DataType; got {dt.name} != {out.data_type.name}")
         self._set(type_attr, dt)
         v = getattr(self, value_attr)
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        if isinstance(v, NOT_NUMBERS) or not isinstance(v, (int, float, np.integer, np.floating)):
             raise self._err(f"{value_field} must be a number; got {_short(v)}")
         npdt = dt.numpy_dtype
         if npdt.kind in "iu":

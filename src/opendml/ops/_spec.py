@@ -12,14 +12,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-import operator
 import re
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..model._checks import _short, json_text, type_name
+from ..model._checks import NOT_NUMBERS, _short, index_value, json_text, type_name
 from ..model.data_type import ELEMENT_TYPES, DataType
 from ..model.errors import ValidationError
 
@@ -147,7 +146,7 @@ def to_float(value, name: str, fail: Fail = ValidationError) -> float:
     beyond it (``np.longdouble("1e4000")``, which ``float`` makes infinite), is refused by ``fail(message)`` (by default
     a ``ValidationError``) naming the field and the value, never ``OverflowError``. NaN and the infinities given as
     floats are FLOAT values and pass through."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+    if isinstance(value, NOT_NUMBERS) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise fail(f"{name} must be a number; got {_short(value)}")
     try:
         f = float(value)
@@ -396,10 +395,10 @@ def scalar_int(value) -> int | None:
     """``value`` as an int where one is given for a sequence: a Python or NumPy integer (no bool), or a 0-d array
     whose entry ``as_int`` reads as one (NumPy, PyTorch...); else None."""
     if isinstance(value, (int, np.integer)):
-        return None if isinstance(value, bool) else int(value)
+        return None if isinstance(value, NOT_NUMBERS) else int(value)
     if getattr(value, "ndim", None) == 0:
         try:
-            return operator.index(value)
+            return index_value(value)
         except Exception:  # noqa: BLE001 - no int value (as_int's reason): as_int names it
             return None
     return None

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import operator
 
 from ..plan import FoldPlan, WindowSums
 from ..model.tensor_desc import MAX_ELEMENTS, TensorDesc
 from ..model._frozen import stored_init
-from ..model._checks import INT_BITS
+from ..model._checks import INT_BITS, index_value
 from .unfold import MAX_SPATIAL_DIMENSIONS, WINDOW_DOC, UnfoldOperatorDesc, _Windowed, plain_window_fields
 from ._common import plain_ints
 from ._spec import FLOAT_TYPES, WINDOW_SUMS, Binding, per_axis
@@ -40,10 +39,8 @@ def _window_count(window) -> int | None:
     if not _is_sequence(window):
         return None
     try:
-        sizes = [None if isinstance(w, bool) else operator.index(w) for w in window]
+        sizes = [index_value(w) for w in window]
     except Exception:  # noqa: BLE001 - no int value (as_int's reason): the rules name it
-        return None
-    if None in sizes:
         return None
     return math.prod(sizes) if all(1 <= w < 1 << INT_BITS for w in sizes) else None
 

@@ -8,8 +8,8 @@
 from __future__ import annotations
 
 import dataclasses
-import operator
 
+from ..model._checks import index_value
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
 from ._common import TYPES_1_0, support
@@ -55,7 +55,7 @@ class SplitOperatorDesc(WholeAxis, MoveOperatorDesc):
         ints = []
         for i, s in enumerate(sizes):       # ints as the other fields read them (a 0-d integer array too)
             try:
-                ints.append(None if isinstance(s, bool) else operator.index(s))
+                ints.append(index_value(s))
             except Exception:  # noqa: BLE001 - no int value (as_int's reason)
                 ints.append(None)
             if ints[i] is None or ints[i] < 1:

@@ -19,12 +19,11 @@ previous ones::
 from __future__ import annotations
 
 import dataclasses
-import operator
 import os
 import threading
 import types
 
-from ..model._checks import number
+from ..model._checks import index_value, number
 from ..model.errors import UnsupportedError, ValidationError
 
 __all__ = ["Config", "configure", "config", "default_cache_bytes", "KERNEL_CHOICES"]
@@ -251,7 +250,7 @@ def configure(*, cpu_kernels: str | None = None, threads: int | None = None,
             if value is None:
                 continue
             try:                            # (NumPy's 1-element array has __index__, and refuses)
-                changes[name] = None if isinstance(value, bool) else operator.index(value)
+                changes[name] = index_value(value)
             except Exception:  # noqa: BLE001 - no int value (a meta tensor's, any __index__ failing)
                 changes[name] = None
             if changes[name] is None:
