@@ -479,6 +479,46 @@ def test_run_refuses_an_operator_of_several_outputs():
     assert first.tolist() == [[[[0, 1], [5, 6]]]] and second.tolist() == [[[[2, 3, 4], [7, 8, 9]]]]
 
 
+def test_run_given_an_operator_names_its_operator_in_every_error():
+    """``run`` compiles an ``Operator`` as ``compile_operator`` does; its count and output errors read the operator's
+    name from the compiled operator (they raised AttributeError: 'Operator' object has no attribute 'OPERATOR')."""
+    device = dml.Device("cpu")
+    _, desc, _, _ = setup()
+    op = device.create_operator(desc)
+    assert device.run(op, X).shape == (1, 1, 2, 2)
+    with pytest.raises(dml.ValidationError, match=r"^Device.run: SLICE1 takes 1 input array\(s\); got 0$"):
+        device.run(op)
+    split = dml.SplitOperatorDesc(dml.TensorDesc(F32, [1, 1, 4, 4]),
+                                  [dml.TensorDesc(F32, [1, 1, 2, 4]), dml.TensorDesc(F32, [1, 1, 2, 4])], 2)
+    with pytest.raises(dml.ValidationError, match=r"^Device.run: SPLIT has 2 output tensors"):
+        device.run(device.create_operator(split), X)
+
+
+@pytest.mark.parametrize("bad, got", [(None, "NoneType"), ("abc", "str"), (3, "int")])
+def test_run_and_compile_name_the_argument_and_what_they_got(bad, got):
+    """A wrong object for ``run``'s ``desc`` or ``compile_operator``'s ``operator`` is named, with what was given
+    (before, both said only "compile_operator: expected an Operator created by this device")."""
+    device, desc, compiled, _ = setup()
+    with pytest.raises(dml.ValidationError, match=rf"^Device.run: desc must be an operator description; got {got}$"):
+        device.run(bad, X)
+    with pytest.raises(dml.ValidationError, match=r"^Device.run: desc must be an operator description; "
+                                                  r"got CompiledOperator$"):
+        device.run(compiled, X)
+    with pytest.raises(dml.ValidationError, match=rf"^compile_operator: operator must be an Operator of this device "
+                                                  rf"or an operator description; got {got}$"):
+        device.compile_operator(bad)
+    with pytest.raises(dml.ValidationError, match=r"^compile_operator: operator must be an Operator of this device; "
+                                                  r"got one of another device, Device\('cpu', .*\) \(compile "
+                                                  r"operator.desc here\)$"):
+        dml.Device("cpu").compile_operator(device.create_operator(desc))
+    with pytest.raises(dml.BindingError, match=rf"^create_binding_table: compiled must be a CompiledOperator of this "
+                                               rf"device; got {got}$"):
+        device.create_binding_table(bad)
+    with pytest.raises(dml.BindingError, match=r"^create_binding_table: compiled must be a CompiledOperator of this "
+                                               r"device; got one of another device, Device\('cpu', .*\)$"):
+        dml.Device("cpu").create_binding_table(compiled)
+
+
 # -- threads ------------------------------------------------------------------------
 
 THREADS = 12

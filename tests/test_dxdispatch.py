@@ -808,6 +808,14 @@ def test_a_parsed_model_holding_an_array_for_strides_is_a_model_error(strides):
      "<U1 elements"),
     (lambda tmp: dxdispatch.write_resources("x", tmp), "write_resources: results must be a mapping of names to "
      "arrays; got str"),
+    # (run's out reached print's ``out.write`` only once commands ran: "'int' object has no attribute 'write'";
+    # base_dir, os.path's "expected str, bytes or os.PathLike object, not int")
+    (lambda tmp: dxdispatch.run(dxdispatch.example_model(examples()["slice-contiguous"]), out=3),
+     "dxdispatch.run: out must be a file-like object (with write) or None; got int"),
+    (lambda tmp: dxdispatch.run(dxdispatch.example_model(examples()["slice-contiguous"]), base_dir=3,
+                                out=io.StringIO()),
+     "dxdispatch: base_dir must be a path (str or os.PathLike) or None; got int"),
+    (lambda tmp: dxdispatch.load({}, 3.5), "dxdispatch: base_dir must be a path (str or os.PathLike) or None; got float"),
 ])
 def test_helpers_given_a_wrong_type_raise_a_type_error_naming_the_argument(tmp_path, call, message):
     """Can fail: these raised Python's own errors from inside (``//`` of None, ``int('x')``, ``'str' object has

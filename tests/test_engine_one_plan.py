@@ -138,3 +138,21 @@ table = {ScatterPlan: 1}
 isinstance(p, Copy) or type(p) is Fill
 """
     assert _plan_forks(ast.parse(src)) == [2, 3, 4, 5, 6]
+
+
+def test_lower_refuses_layouts_that_do_not_fit_the_inputs():
+    """``OperatorDesc.lower`` given strides of another length than the input's rank, or layouts of another count than
+    its inputs, made a malformed plan silently (``lower([])`` of a 2-D SLICE1: a Copy of sizes (4, 3) and no source
+    strides; ``lower([5])``: one stride for two dimensions)."""
+    T = dml.TensorDesc
+    desc = dml.Slice1OperatorDesc(T("FLOAT32", (4, 3)), None, [0, 0], [4, 3], [1, 1])
+    message = r"^SLICE1: lower's input layouts must be one per input tensor \(1\), each with one stride per dimension"
+    for strides in ([], [5], [3, 1, 9]):
+        with pytest.raises(dml.ValidationError, match=message):
+            desc.lower(strides)
+    for layouts in ([], [None, None], [((3, 1), 0), ((3, 1), 0)]):
+        with pytest.raises(dml.ValidationError, match=message):
+            desc.lower(in_layouts=layouts)
+    assert desc.lower([-3, 1], 9) == desc.lower(in_layouts=[((-3, 1), 9)])
+    assert desc.lower() == desc.lower(in_layouts=[None]) == desc.lower(in_layouts=[((3, 1), 0)])
+    assert dml.DiagonalMatrixOperatorDesc(T("FLOAT32", (3, 3))).lower().passes     # no input: nothing to fit

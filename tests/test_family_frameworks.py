@@ -483,3 +483,11 @@ def test_torch_func_vmap_runs_operators_not_differentiable_for_their_types():
         torch.func.grad(lambda v: dml.one_hot(ids[0], 4, v).sum())(values)
     with pytest.raises(dml.UnsupportedError, match=r"^cast: CAST is not differentiable for these types$"):
         torch.func.jvp(lambda t: dml.cast(t, torch.int32), (x,), (x,))
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "symmetric", "wrap"])
+def test_pad_longer_than_the_axis_is_taken_in_every_mode(mode):
+    """``pad``'s docstring: padding longer than the axis is taken in every mode; reflect, symmetric and wrap then
+    repeat periodically (NumPy's ``pad`` does the same)."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert np.array_equal(dml.pad(x, [5, 7], [4, 8], mode), np.pad(x, [(5, 4), (7, 8)], mode))

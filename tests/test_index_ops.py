@@ -1195,3 +1195,55 @@ def test_a_call_whose_tensors_pass_eight_dimensions_names_the_function(call, ran
     with pytest.raises(dml.ValidationError, match=rf"^\w+: the operator's tensors for this call need {rank} "
                                                   r"dimensions .* at most 8$"):
         call()
+
+
+def test_read_only_numpy_indices_for_pytorch_data_warn_nothing():
+    """Indices of another framework are moved to the data's; read-only NumPy values (a JAX array's host view, or a
+    read-only array) became a PyTorch tensor through ``as_tensor``, which warned from inside opendml ("The given
+    NumPy array is not writable, and PyTorch does not support non-writable tensors")."""
+    torch = pytest.importorskip("torch")
+    import warnings
+    x = torch.arange(12.0).reshape(3, 4)
+    ro = np.array([0, 2])
+    ro.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert torch.equal(dml.gather(x, ro, 0), x[[0, 2]])
+        rows = np.broadcast_to(ro.reshape(2, 1), (2, 4))            # a read-only broadcast view
+        expected = x.clone()
+        expected[2] = x[1]
+        assert torch.equal(dml.scatter_elements(x, rows, x[:2], 0), expected)
+    assert not ro.flags.writeable
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda t, m: dml.gather(m(t.ones(4, 4)), t.tensor([0]), 0), r"got meta and cpu \(indices\)$"),
+    (lambda t, m: dml.scatter_elements(t.ones(4, 4), t.zeros((1, 4), dtype=t.int64), m(t.ones(1, 4)), 0),
+     r"got cpu and meta \(updates\)$"),
+    (lambda t, m: dml.one_hot(t.tensor([0, 1]), 3, m(t.tensor([0.0, 1.0]))), r"got cpu and meta \(values\)$"),
+    (lambda t, m: dml.reverse_subsequences(t.ones(4, 4), m(t.ones(4, dtype=t.uint32)), 0),
+     r"got cpu and meta \(sequence_lengths\)$"),
+    (lambda t, m: dml.join([t.ones(4, 4), m(t.ones(4, 4))], 0), r"got cpu and meta \(arrays\[1\]\)$"),
+])
+def test_a_tensor_on_another_device_is_named_by_its_argument(call, message):
+    """Tensors on two devices: the message names the argument as the function spells it (``indices``, ``updates``,
+    ``values``, ``sequence_lengths``; JOIN's ``arrays[1]``), where it said ``arrays[1]`` (or ``arrays[2]``) for
+    every function."""
+    torch = pytest.importorskip("torch")
+    with pytest.raises(dml.UnsupportedError, match=r"^\w+: every tensor must be on one device; " + message):
+        call(torch, lambda v: v.to("meta"))
+
+
+def test_every_bound_array_is_named_by_its_argument():
+    from opendml.arrays import _contract
+    from opendml.ops import OPERATORS
+    from opendml.ops._spec import binding_of
+    for cls in OPERATORS.values():
+        b = binding_of(cls)
+        if b is None:
+            continue
+        names = [b.array, *b.others]
+        for i, name in enumerate(names):
+            assert _contract.argument_of(b.function, i) == (f"arrays[{i}]" if b.array == "arrays" else name)
+        assert _contract.argument_of(b.function, len(names) + 1) == f"arrays[{len(names) + 1}]"
+    assert _contract.argument_of("no such function", 1) == "arrays[1]"

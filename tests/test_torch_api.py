@@ -312,3 +312,20 @@ def test_torch_node_off_stops_the_accessors(api):
     finally:
         calls.register_torch(torch.Tensor, torch.is_grad_enabled, ta._dispatch_modes, ta._not_plain,
                              ta._raw_stream or ta._no_stream, ta._current_device, torch.from_numpy)
+
+
+def test_an_unreadable_tensor_is_named_by_its_argument():
+    """A sparse, nested or conjugated tensor among an index function's or JOIN's arrays: the way out names that
+    argument (it said ``pass x.to_dense()`` whichever tensor it was)."""
+    x = torch.zeros(3, 4)
+    cases = [(lambda: dml.gather(x, torch.tensor([0, 1]).to_sparse(), 0), r"^gather: .*; pass indices.to_dense\(\)$"),
+             (lambda: dml.scatter_elements(x, torch.zeros((1, 4), dtype=torch.int64), torch.ones(1, 4).to_sparse(), 0),
+              r"^scatter_elements: .*; pass updates.to_dense\(\)$"),
+             (lambda: dml.join([x, x.to_sparse()], 0), r"^join: .*; pass arrays\[1\].to_dense\(\)$"),
+             (lambda: dml.pad(x.to_sparse(), 1, 1), r"^pad: .*; pass x.to_dense\(\)$")]
+    for call, message in cases:
+        with pytest.raises(dml.UnsupportedError, match=message):
+            call()
+    z = torch.zeros(2, dtype=torch.complex64)
+    with pytest.raises(dml.UnsupportedError, match=r"^one_hot: a conjugated complex tensor \(values.is_conj\(\)\)"):
+        dml.one_hot(torch.tensor([0, 1]), 3, z.conj())

@@ -166,6 +166,39 @@ def test_setting_is_validated():
     assert out.returncode == 2 and "OPENDML_TORCH_NODE" in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("timeout, error, message", [
+    ("10", TypeError, r"^wait_for_node: timeout must be a number of seconds or None; got str$"),
+    (True, TypeError, r"^wait_for_node: timeout must be a number of seconds or None; got bool$"),
+    ([1], TypeError, r"^wait_for_node: timeout must be a number of seconds or None; got list$"),
+    (-1, ValidationError, r"^wait_for_node: timeout must be >= 0 seconds or None; got -1.0$"),
+    (float("nan"), ValidationError, r"^wait_for_node: timeout must be >= 0 seconds or None; got nan$"),
+])
+def test_wait_for_node_names_a_bad_timeout(timeout, error, message):
+    """A timeout that is no number of seconds is refused by name (before, while the node was not yet loaded, a string
+    reached ``Thread.join``: "'>' not supported between instances of 'int' and 'str'"; once loaded it passed)."""
+    import opendml.torch as dmlt
+    with pytest.raises(error, match=message):
+        dmlt.wait_for_node(timeout)
+
+
+def test_wait_for_node_takes_any_length_of_wait(monkeypatch):
+    """A timeout past ``threading.TIMEOUT_MAX`` (``10**400``, ``1e300``, inf) waits without a limit; ``Thread.join``
+    raised OverflowError ("timestamp out of range for platform time_t") for it while the node was not loaded."""
+    import opendml.torch as dmlt
+    joined = []
+
+    class Done:
+        def join(self, timeout=None):
+            joined.append(timeout)
+
+    monkeypatch.setitem(torch_node._state, "module", None)
+    monkeypatch.setattr(torch_node, "_start", lambda timeout: Done())
+    with dml.configure(torch_node="auto"):
+        for timeout in (10 ** 400, 1e300, float("inf"), 2, None):
+            assert dmlt.wait_for_node(timeout) is False
+    assert joined == [None, None, None, 2.0, None]
+
+
 @pytest.fixture
 def fresh_state(tmp_path, monkeypatch):
     """The loader's state, emptied, over a private cache folder; restored after."""

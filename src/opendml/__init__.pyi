@@ -83,7 +83,8 @@ def cast(x: Any, dtype: Any) -> Any:
 def pad(x: Any, start_padding: Ints, end_padding: Ints, mode: str = 'constant', value: Any = 0) -> Any:
     """DML_PADDING1: ``x`` padded by ``start_padding``/``end_padding`` elements
     per axis (an int pads every axis), ``mode`` "constant" (``value``, of ``x``'s type), "edge", "reflect", "symmetric"
-    or "wrap", as DirectML's DML_PADDING_MODE (padding longer than the axis repeats periodically)."""
+    or "wrap", as DirectML's DML_PADDING_MODE (padding longer than the axis is taken in every mode: "reflect",
+    "symmetric" and "wrap" repeat periodically)."""
 
 
 def join(arrays: Sequence[Any], axis: int) -> Any:

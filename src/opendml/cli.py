@@ -442,7 +442,8 @@ def build_parser() -> argparse.ArgumentParser:
     _running_options(r, ("spec", "SPEC.json", "a JSON description (DirectML's field names)"),
                      "DirectML feature level to validate against, e.g. 6_4, 6.4 or FL_6_4 (default: 6_4)",
                      "refuse a run that would touch more than N bytes of memory (the input and output "
-                     f"elements, on the host and in buffers; default: {DEFAULT_MAX_BYTES} = 2 GiB)",
+                     "elements, on the host and in buffers), or a description file of more than N / 16 bytes (at "
+                     f"least 1 MiB) (default: {DEFAULT_MAX_BYTES} = 2 GiB)",
                      "run one bundled example by name (see --list)")
     r.set_defaults(func=cmd_run)
     v = sub.add_parser("validate", help="check a JSON description without running it",
@@ -463,7 +464,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "files or none")
     _running_options(d, ("model", "MODEL.json", "a DxDispatch model"),
                      "DirectML feature level every dispatchable is validated at (default: 6_4)",
-                     f"refuse a model whose resources take more than N bytes (default: {DEFAULT_MAX_BYTES})",
+                     "refuse a model whose resources take more than N bytes, or a model file of more than N / 16 "
+                     f"bytes (at least 1 MiB) (default: {DEFAULT_MAX_BYTES})",
                      "run a bundled example (see --list) as a DxDispatch model; exits 1 if its output differs "
                      "from the documented one")
     d.add_argument("--print-model", action="store_true", help="with --example: print the model and exit")

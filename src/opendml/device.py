@@ -290,7 +290,8 @@ class BufferBinding:
     Raises
     ------
     BindingError
-        If ``buffer`` is not a ``Buffer``, or ``offset`` or ``size_in_bytes`` not an integer in [0, 2**64 - 1].
+        If ``buffer`` is not a ``Buffer``, ``offset`` or ``size_in_bytes`` not an integer in [0, 2**64 - 1], or
+        ``offset`` past the buffer's end where ``size_in_bytes`` is None.
     """
     buffer: Buffer
     offset: int = 0
@@ -554,8 +555,8 @@ class Device:
         """
         if isinstance(operator, OperatorDesc):
             operator = self.create_operator(operator)
-        if not isinstance(operator, Operator) or operator.device is not self:
-            raise ValidationError("compile_operator: expected an Operator created by this device")
+        self._made_here(operator, Operator, "compile_operator: operator", ValidationError, " or an operator description",
+                        " (compile operator.desc here)")
         return CompiledOperator(self, operator)
 
     def initialize_operator(self, compiled: CompiledOperator,
@@ -608,8 +609,7 @@ class Device:
     def create_binding_table(self, compiled: CompiledOperator) -> BindingTable:
         """A new binding table for a compiled operator of this device
         (``BindingError`` for anything else)."""
-        if not isinstance(compiled, CompiledOperator) or compiled.device is not self:
-            raise BindingError("create_binding_table: expected a CompiledOperator of this device")
+        self._made_here(compiled, CompiledOperator, "create_binding_table: compiled", BindingError)
         return BindingTable(compiled)
 
     def create_buffer(self, size_in_bytes: int) -> Buffer:
@@ -676,27 +676,29 @@ class Device:
         Raises
         ------
         ValidationError
-            If the number of arrays is wrong, an array does not fit its
+            If ``desc`` is not an operator description, the number of arrays is wrong, an array does not fit its
             tensor, or the operator has several outputs.
         UnsupportedError
             If the description is invalid at this device's feature level, or the device cannot run the operator.
         """
         outputs = self.run_all(desc, *arrays)
         if len(outputs) != 1:
-            raise ValidationError(f"Device.run: {desc.OPERATOR} has {len(outputs)} output tensors, and run returns "
+            raise ValidationError(f"Device.run: {getattr(desc, 'desc', desc).OPERATOR} has {len(outputs)} output tensors, and run returns "
                                   f"one; Device.run_all returns them all")
         return outputs[0]
 
     def run_all(self, desc: OperatorDesc, *arrays: ArrayLike) -> list[np.ndarray]:
         """``run`` returning every output: an array per output tensor, in slot order (each of SPLIT's
         ``OutputTensors`` counting)."""
+        if not isinstance(desc, (OperatorDesc, Operator)):
+            raise ValidationError(f"Device.run: desc must be an operator description; got {type(desc).__name__}")
         compiled = self.compile_operator(desc)
         tensors = compiled.input_tensors
         if len(arrays) != len(tensors):
-            raise ValidationError(f"Device.run: {desc.OPERATOR} takes {len(tensors)} input array(s); "
+            raise ValidationError(f"Device.run: {compiled.desc.OPERATOR} takes {len(tensors)} input array(s); "
                                   f"got {len(arrays)}")
-        for name, t in desc.named_tensors("input") + desc.named_tensors("output"):
-            _fits_a_buffer(t, f"Device.run: {desc.OPERATOR} {name}:")
+        for name, t in compiled.desc.named_tensors("input") + compiled.desc.named_tensors("output"):
+            _fits_a_buffer(t, f"Device.run: {compiled.desc.OPERATOR} {name}:")
         inputs = [BufferBinding(self.upload(x, t)) for x, t in zip(arrays, tensors)]
         owned = [bool(t.flags & TensorFlags.OWNED_BY_DML) for t in tensors]
         if any(owned):
@@ -707,6 +709,15 @@ class Device:
         table.bind_outputs([BufferBinding(b) for b in outputs])
         self.execute(compiled, table)
         return [b.read(t) for b, t in zip(outputs, compiled.output_tensors)]
+
+    def _made_here(self, obj, cls, what: str, error, alternative: str = "", hint: str = "") -> None:
+        """``error`` naming ``what`` (``"<function>: <argument>"``) unless ``obj`` is a ``cls`` of this device (or, as
+        the message says, ``alternative``); ``hint``: what to do with another device's."""
+        made = f"{what} must be {'an' if cls.__name__[0] in 'AEIOU' else 'a'} {cls.__name__} of this device"
+        if not isinstance(obj, cls):
+            raise error(f"{made}{alternative}; got {type(obj).__name__}")
+        if obj.device is not self:
+            raise error(f"{made}; got one of another device, {obj.device!r}{hint}")
 
     def _own(self, compiled, where: str) -> str:
         """``compiled``'s operator name, once checked to be a compiled operator of this device."""

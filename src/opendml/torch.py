@@ -74,9 +74,24 @@ def node_status() -> str:
 
 
 def wait_for_node(timeout: float | None = 600.0) -> bool:
-    """Build (or load) the C++ autograd node now and wait for it, at most ``timeout`` seconds; whether it is ready.
-    Call it before timing training steps, so that the first steps do not run while it compiles."""
-    return _node.wait(timeout)
+    """Build (or load) the C++ autograd node now and wait for it, at most ``timeout`` seconds (None: the build's own
+    limit, 240 s); whether it is ready. Call it before timing training steps, so that the first steps do not run
+    while it compiles. ``TypeError`` if ``timeout`` is not a number or None, ``ValidationError`` if it is negative or
+    NaN."""
+    seconds = None
+    if timeout is not None:
+        try:
+            if isinstance(timeout, (bool, str, bytes)):
+                raise TypeError
+            seconds = float(timeout)
+        except OverflowError:             # an int past the double range: no limit
+            seconds = float("inf")
+        except Exception:  # noqa: BLE001 - no number (float() refuses it)
+            raise TypeError(f"wait_for_node: timeout must be a number of seconds or None; got "
+                            f"{type(timeout).__name__}") from None
+        if not seconds >= 0:
+            raise ValidationError(f"wait_for_node: timeout must be >= 0 seconds or None; got {seconds!r}")
+    return _node.wait(seconds)
 
 
 def compiled_status() -> str:

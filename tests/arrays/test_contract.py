@@ -521,9 +521,12 @@ def test_tile_follows_numpy_for_a_scalar_or_shorter_repeats(shape, repeats, fram
 
 
 def test_tile_refuses_more_repeats_than_axes():
-    with pytest.raises(dml.ValidationError, match=r"^TILE: Repeats must have 2 entries \(one per dimension\); "
-                                                   r"got 3$"):
-        dml.tile(array("numpy", (3, 4)), [1, 2, 2])
+    # (it said "must have 2 entries (one per dimension)", where fewer are taken)
+    for repeats in ([1, 2, 2], (1, 1, 1, 1), np.array([1, 2, 2])):
+        with pytest.raises(dml.ValidationError, match=r"^TILE: Repeats must have at most 2 entries \(repeats: one per "
+                                                       r"axis of x, fewer get ones prepended, as numpy.tile's\); "
+                                                       rf"got {len(repeats)}$"):
+            dml.tile(array("numpy", (3, 4)), repeats)
 
 
 def test_tile_keeps_its_gradient_under_the_numpy_rule():
@@ -599,3 +602,39 @@ def test_a_nested_tensor_after_a_plain_one_of_its_dtype_and_rank_is_refused_by_n
     for _ in range(3):
         with pytest.raises(dml.UnsupportedError, match="^gather: nested PyTorch tensors are not supported"):
             dml.gather(nested, torch.tensor([0, 1]), 0)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: dml.slice_grad(np.ones((1, 2), np.float32), (1, 0), [0, 0], [1, 2], [1, 1]),
+     r"^SLICE_GRAD: OutputGradientTensor.Sizes\[1\] must be in \[1, 4294967295\]; got 0 "
+     r"\(OutputGradientTensor.Sizes = input_sizes\)$"),
+    (lambda: dml.slice_grad(np.ones((1, 2), np.float32), 3, [0, 0], [1, 2], [1, 1]),
+     r"^SLICE_GRAD: OutputGradientTensor.Sizes must be a sequence of integers; got int "
+     r"\(OutputGradientTensor.Sizes = input_sizes\)$"),
+    (lambda: dml.slice1(np.ones((2, 2), np.float32), [0, 0], [2, 2], [1, 1], [1, 2.0]),
+     r"^SLICE1: OutputTensor.Sizes\[1\] must be an integer; got 2.0 of type float "
+     r"\(OutputTensor.Sizes = output_sizes\)$"),
+    (lambda: dml.fold(np.ones((1, 4, 1), np.float32), [0, 2], 2),
+     r"^FOLD: OutputTensor.Sizes\[2\] must be in \[1, 4294967295\]; got 0 "
+     r"\(OutputTensor.Sizes = x's N, C and output_sizes\)$"),
+    (lambda: dml.one_hot(np.zeros(3, np.int32), 2 ** 32, np.array([0, 1], np.float32)),
+     r"^ONE_HOT: OutputTensor.Sizes\[1\] must be in \[1, 4294967295\]; got 4294967296 "
+     r"\(OutputTensor.Sizes = indices.shape with depth at axis\)$"),
+    (lambda: dml.diagonal_matrix(shape=(2 ** 20, 2 ** 20), dtype="float32"),
+     r"^DIAGONAL_MATRIX1: OutputTensor: the element count \(product of Sizes \[1048576, 1048576\]\) must be <= "
+     r"4294967295; got 1099511627776 \(OutputTensor.Sizes = shape\)$"),
+    (lambda: dml.slice_grad(np.ones((2, 2), np.float32), [1, 4, 4], [0, 0], [2, 2], [1, 1]),
+     r"^SLICE_GRAD: OutputGradientTensor.DimensionCount must equal InputGradientTensor.DimensionCount; got 3 != 2 "
+     r"\(OutputGradientTensor.Sizes = input_sizes\)$"),
+    (lambda: dml.slice1(np.ones((2, 2), np.float32), [0, 0], [2, 2], [1, 1], [2, 2, 1]),
+     r"^SLICE1: OutputTensor.DimensionCount must equal InputTensor.DimensionCount; got 3 != 2 "
+     r"\(OutputTensor.Sizes = output_sizes\)$"),
+], ids=["slice_grad-size", "slice_grad-int", "slice1", "fold", "one_hot", "diagonal_matrix", "slice_grad-rank",
+        "slice1-rank"])
+def test_an_output_shape_argument_is_named_in_its_tensors_error(call, message):
+    """An output shape the function builds from an argument (``input_sizes``, ``output_sizes``, ``depth``,
+    ``shape``) names that argument as the user spelt it after DirectML's field, as a derived output names its origin
+    (the messages named only ``OutputGradientTensor.Sizes[1]``, which the call never spells)."""
+    for _ in range(2):                    # the second call as the first (the caches hold no error)
+        with pytest.raises(dml.ValidationError, match=message):
+            call()

@@ -442,6 +442,16 @@ def test_help_documents_exit_codes_output_path_and_memory_limit(capsys):
     assert "to exactly this path; no .npy suffix is added" in out and "--max-bytes N" in out
 
 
+@pytest.mark.parametrize("command, what", [("run", "description file"), ("dispatch", "model file")])
+def test_max_bytes_help_names_the_file_limit_it_sets(command, what, capsys):
+    """--max-bytes also bounds the JSON file read (N / 16 bytes, at least 1 MiB), which refuses a larger file with
+    exit 2; --help said only the run's memory (or the model's resources)."""
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"or a {what} of more than N / 16 bytes (at least 1 MiB)" in out, out
+
+
 def test_title_of_any_json_type_prints_one_line(tmp_path, capsys):
     assert main(["run", spec(tmp_path, {**SLICE1, "Title": {"a": ["b\nc"]}, "Source": 3})]) == 0
     assert capsys.readouterr().out.startswith('== {"a": ["b\\nc"]}  [3]\n')

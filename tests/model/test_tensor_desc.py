@@ -208,3 +208,16 @@ def test_with_recomputes_a_default_total_size_and_keeps_a_given_one():
     with pytest.raises(ValidationError, match="TotalTensorSizeInBytes must be >= DMLCalcBufferTensorSize = 128"):
         padded.with_(sizes=[32])
     assert t.with_(sizes=[4], total_tensor_size_in_bytes=20).total_tensor_size_in_bytes == 20
+
+
+@pytest.mark.parametrize("value, hint", [(np.float32, True), (np.dtype("int8"), True), (99, False), (1.5, False),
+                                         (None, False)])
+def test_an_unknown_data_type_names_the_forms_taken(value, hint):
+    """A data type that is none of the forms ``TensorDesc`` takes names them (a DataType, its name, its value) and, for
+    a NumPy dtype, the conversion (it said only "DataType: unknown data type <class 'numpy.float32'>")."""
+    with pytest.raises(dml.ValidationError, match=r"^DataType: unknown data type .*; expected a DataType, its name "
+                                                  r"\(UNKNOWN, FLOAT32, .*, INT4, any case\) or its value \(0 to 13\)"
+                                                  + (r"; a NumPy dtype's is DataType.from_numpy\(dtype\)$" if hint else "$")):
+        dml.TensorDesc(value, [2])
+    if hint:
+        assert dml.TensorDesc(dml.DataType.from_numpy(value), [2]).data_type in dml.DataType

@@ -10,7 +10,8 @@ the one message each fault gets, whatever the operator and the framework:
 * a rank the table lacks, a dimension of size 0, more than UINT32 elements (a broadcast view) or unknown Dask chunk
   sizes: ``ValidationError``;
 * a bad axis (``axis``), or a bad field: the description's own rule, or ``field_error``/``sizes_of`` where the
-  function reads an argument itself, named as the descriptions name it (``<OPERATOR>: <field> must ...; got``).
+  function reads an argument itself, named as the descriptions name it (``<OPERATOR>: <field> must ...; got``; an
+  output's sizes made from an argument then name it: `` (OutputTensor.Sizes = output_sizes)``).
 
 The operator classes declare which operator a function builds (``BINDING``): ``OPERATOR_OF`` is read from
 ``opendml.ops.OPERATORS``. ``data_type`` is the one conversion of a dtype spelling (NumPy, PyTorch, JAX/ml_dtypes,
@@ -34,7 +35,7 @@ from ..ops._spec import binding_of, enum_member
 from ._dispatch import FRAMEWORKS, READABLE, framework_of
 
 __all__ = ["FRAMEWORKS", "ARRAYS", "DTYPE_NAMES", "OPERATOR_OF", "framework_of", "not_an_array", "array_sequence",
-           "check_inputs", "check_input", "check_others", "data_type", "dtype_argument", "axis", "concrete",
+           "argument_of", "check_inputs", "check_input", "check_others", "data_type", "dtype_argument", "axis", "concrete",
            "field_error", "sizes_of", "supported_row"]
 
 #: How the messages name what an array function takes.
@@ -241,6 +242,19 @@ def check_input(function: str, x, argument: str | None = None, slot: str | None 
         _PASSED.add(key)
 
 
+@functools.lru_cache(maxsize=1024)
+def argument_of(function: str, i: int) -> str:
+    """How the messages name the ``i``-th array of a call of ``function``: its argument as the user spelt it (``x``,
+    ``indices``, ``updates``, ``values``...; JOIN's ``arrays[i]``), ``arrays[i]`` where the function declares no such
+    array (a function's binding never changes once bound: cached)."""
+    try:
+        binding = BINDING[function]
+    except KeyError:
+        return f"arrays[{i}]"
+    names = [binding.array, *binding.others]
+    return f"arrays[{i}]" if binding.array == "arrays" or i >= len(names) else names[i]
+
+
 #: Array type -> whether an array of it may be masked (``_not_masked`` looks), for the types seen.
 _MAY_BE_MASKED: dict = {np.ndarray: False}
 
@@ -268,7 +282,7 @@ def _check_input(function: str, x, argument: str, slot: str | None) -> None:
     if first:
         readable = READABLE.get(framework_of(x))
         if readable is not None:          # an array its framework's adapter cannot read says so first
-            readable(x, function)
+            readable(x, function, argument)
     cls = OPERATOR_OF[function]
     row = supported_row(cls)
     binding = BINDING[function]
@@ -325,7 +339,7 @@ def check_others(function: str, **arrays) -> None:
             raise not_an_array(x, function, argument)
         readable = READABLE.get(kind)
         if readable is not None:
-            readable(x, function)
+            readable(x, function, argument)
         check_input(function, x, argument, BINDING[function].others[argument][0])
 
 
@@ -403,9 +417,17 @@ def field_error(function: str, field: str, rule: str, value) -> ValidationError:
     return ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {field} must {rule}; got {_short(value)}")
 
 
-def sizes_of(function: str, slot: str, make):
-    """``make()``, its ``TensorDesc: Sizes[3] ...`` errors named ``<OPERATOR>: <slot>.Sizes[3] ...``."""
+def sizes_of(function: str, slot: str, make, rule: str = "", like: tuple | None = None):
+    """``make()``, its ``TensorDesc: Sizes[3] ...`` errors named ``<OPERATOR>: <slot>.Sizes[3] ...``, then, given
+    ``rule`` (the arguments the sizes come from, as the user spelt them), `` (<slot>.Sizes = <rule>)``, as a derived
+    output's errors name their origin. ``like``: ``(its DirectML name, a tensor)`` whose DimensionCount the made one
+    must have (the description's rule, said here with ``rule``)."""
+    where = f" ({slot}.Sizes = {rule})" if rule else ""
     try:
-        return make()
+        t = make()
     except ValidationError as e:
-        raise ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {said_of(e, slot)}") from None
+        raise ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {said_of(e, slot, where)}") from None
+    if like is not None and t.rank != like[1].rank:
+        raise ValidationError(f"{OPERATOR_OF[function].OPERATOR}: {slot}.DimensionCount must equal {like[0]}."
+                              f"DimensionCount; got {t.rank} != {like[1].rank}{where}")
+    return t

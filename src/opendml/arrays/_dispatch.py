@@ -21,9 +21,9 @@ FRAMEWORKS = (("torch", "Tensor"), ("cupy", "ndarray"), ("jax", "Array"), ("dask
 #: binds each.
 front = types.SimpleNamespace()
 
-#: Framework module name -> ``check(x, function)``, registered by that framework's adapter: raises the
+#: Framework module name -> ``check(x, function, argument)``, registered by that framework's adapter: raises the
 #: ``UnsupportedError`` for an array opendml cannot read at all (a sparse, nested or conjugated PyTorch tensor), which
-#: the array API's checks report before its dtype and rank.
+#: the array API's checks report before its dtype and rank, naming ``x`` as ``argument``.
 READABLE: dict = {}
 
 #: The array API functions a ``torch.compile`` graph takes whole, registered by the front as it binds each

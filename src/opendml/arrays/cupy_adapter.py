@@ -11,7 +11,7 @@ import cupy
 
 from ..model.errors import UnsupportedError, ValidationError
 from ..runtime import calls
-from . import cuda
+from . import _contract, cuda
 
 
 def _stream_ptr_function():
@@ -47,7 +47,7 @@ def run(call, arrays) -> list:
     for i, x in enumerate(arrays):
         if x.device.id != device_id:
             raise UnsupportedError(f"{call.name}: every array must be on one GPU; got devices {device_id} and "
-                                   f"{x.device.id} (arrays[{i}])")
+                                   f"{x.device.id} ({_contract.argument_of(call.name, i)})")
     desc = call.describe_arrays([x.dtype for x in arrays], [x.shape for x in arrays])
 
     def entry(a):

@@ -71,21 +71,23 @@ def adapter_for(x, function: str = "array API", argument: str = "x"):
     return _BY_TYPE.setdefault(type(x), importlib.import_module(f"{__package__}.{_ADAPTERS[kind]}"))
 
 
-def _framework(x, where: str, argument: str = "x"):
-    """``adapter_for``, None for NumPy (whose move route is ``run_numpy``)."""
-    adapter = _BY_TYPE.get(type(x)) or adapter_for(x, where, argument)
+def _framework(x, where: str, argument: str | int = "x"):
+    """``adapter_for``, None for NumPy (whose move route is ``run_numpy``); ``argument``: the array's name, or its
+    position in the call, named by ``_contract.argument_of`` where a message needs it."""
+    adapter = _BY_TYPE.get(type(x)) or adapter_for(
+        x, where, _contract.argument_of(where, argument) if type(argument) is int else argument)
     return None if adapter is numpy_adapter else adapter
 
 
-def _one_framework(name: str, arrays, many: bool, check: bool = False):
+def _one_framework(name: str, arrays, check: bool = False):
     """The adapter of ``arrays``' one framework (None: NumPy); with ``check``, after the contract's checks of
     their dtypes and ranks (``_contract.check_inputs``), made before the call's arguments are read."""
     first = arrays[0]
-    fw = _framework(first, name, "arrays[0]" if many else getattr(_contract.BINDING.get(name), "array", "x"))
+    fw = _framework(first, name, 0)
     for i, x in enumerate(arrays[1:], 1):
-        if type(x) is not type(first) and _framework(x, name, f"arrays[{i}]") is not fw:
-            raise ValidationError(f"{name}: every array must be of one framework; got "
-                                  f"{_contract._type_name(first)} and {_contract._type_name(x)} (arrays[{i}])")
+        if type(x) is not type(first) and _framework(x, name, i) is not fw:
+            raise ValidationError(f"{name}: every array must be of one framework; got {_contract._type_name(first)} "
+                                  f"and {_contract._type_name(x)} ({_contract.argument_of(name, i)})")
     if check:
         _contract.check_inputs(name, arrays)
     return fw
@@ -94,7 +96,7 @@ def _one_framework(name: str, arrays, many: bool, check: bool = False):
 def run_list(call: Call, arrays) -> list:
     """Run ``call`` on ``arrays`` (one framework); the outputs as a list."""
     arrays = list(arrays)
-    return _route(_one_framework(call.name, arrays, len(arrays) > 1), call, arrays)
+    return _route(_one_framework(call.name, arrays), call, arrays)
 
 
 def _route(fw, call: Call, arrays) -> list:
@@ -205,7 +207,7 @@ def _plan(op: int, x, args: tuple):
     name = _NAMES[op]
     args = _snaps(args)
     known = type(x) in _BY_TYPE
-    fw = _one_framework(name, (x,), False, True)
+    fw = _one_framework(name, (x,), True)
     if not known and _engine.execute is _EXECUTE:
         # the array type's first call (the body offers the C new-shape route only a type it has seen): its adapter,
         # now loaded, has registered the framework with the C routes
@@ -235,7 +237,7 @@ def _family_call(name: str, x, args: tuple):
     its operator class's ``arguments`` make, keyed for the Python cache and the C call cache (by the snapshots)."""
     seq = name in _SEQUENCES
     arrays = _contract.array_sequence(x, name) if seq else (x,)
-    fw = _one_framework(name, arrays, seq, True)
+    fw = _one_framework(name, arrays, True)
     snap = _SNAPSHOTS[name]
     args = tuple(_snapshot(v) if i in snap else v for i, v in enumerate(_contract.concrete(args)))
     make, key = _BUILD[name](ARGUMENT_API, arrays[0], *args)

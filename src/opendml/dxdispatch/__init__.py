@@ -91,12 +91,15 @@ def run(model, *, device: str | Device = "cpu", feature_level=None, base_dir=Non
         (``opendml.runtime.alloc.AllocationError``, a ``ValidationError``)
         If a host copy of a resource cannot be allocated.
     TypeError
-        If ``model`` is neither a path nor a mapping.
+        If ``model`` is neither a path nor a mapping, ``base_dir`` no path, or ``out`` has no ``write``.
     ValueError
         If ``max_bytes`` is not a positive integer.
     """
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
         raise ValueError(f"dxdispatch.run: max_bytes must be a positive integer; got {max_bytes!r}")
+    if out is not None and not callable(getattr(out, "write", None)):
+        raise TypeError(f"dxdispatch.run: out must be a file-like object (with write) or None; got "
+                        f"{type(out).__name__}")
     obj, folder = load(model, base_dir, max_bytes=max_bytes)
     if isinstance(device, Device):
         if feature_level is not None and FeatureLevel.parse(feature_level) != device.feature_level:

@@ -70,7 +70,10 @@ def load(model, base_dir: str | os.PathLike | None = None, *, max_bytes: int = D
          ) -> tuple[dict, str]:
     """``(model dict, base folder)`` of a path (the file's folder) or of a parsed dict (``base_dir`` or the current
     folder). A path must name a regular file of at most ``model_limit(max_bytes)`` bytes (a device, a FIFO or a
-    folder is refused unread)."""
+    folder is refused unread); ``base_dir`` not a path or None, a ``TypeError``."""
+    if base_dir is not None and not isinstance(base_dir, (str, os.PathLike)):
+        raise TypeError(f"dxdispatch: base_dir must be a path (str or os.PathLike) or None; got "
+                        f"{type(base_dir).__name__}")
     if isinstance(model, Mapping):
         check_depth(model)
         return dict(model), os.path.abspath(base_dir if base_dir is not None else os.getcwd())

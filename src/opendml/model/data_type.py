@@ -69,7 +69,11 @@ class DataType(enum.IntEnum):
                 return cls(value)
             except ValueError:
                 pass
-        raise ValidationError(f"DataType: unknown data type {_short(value)}")
+        hint = ""
+        if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, (np.generic, int, float))):
+            hint = "; a NumPy dtype's is DataType.from_numpy(dtype)"
+        raise ValidationError(f"DataType: unknown data type {_short(value)}; expected a DataType, its name "
+                              f"({', '.join(cls.__members__)}, any case) or its value (0 to {max(cls)}){hint}")
 
     @classmethod
     def from_numpy(cls, dtype) -> "DataType":

@@ -431,12 +431,19 @@ class OperatorDesc:
               in_layouts: Sequence | None = None) -> MovePlan:
         """The move program (``plan.MovePlan``, every operator's one plan type). Where the array API passes arrays'
         layouts: ``in_strides``/``in_offset`` (the first input's) or ``in_layouts`` (one ``(strides, origin)`` or
-        None per input), signed element strides and origins; None: each description's own strides."""
+        None per input), signed element strides (one per dimension) and origins; None: each description's own
+        strides. ``ValidationError`` for layouts of another count or strides of another length."""
         inputs, outputs = self._slot_tensors("input"), self._slot_tensors("output")
+        given = in_layouts is not None or in_strides is not None
         if in_layouts is None:
             in_layouts = ((in_strides, in_offset),) + (None,) * (len(inputs) - 1)
         layouts = [(t.element_strides, 0) if lay is None or lay[0] is None else
                    (lay[0] if type(lay[0]) is tuple else tuple(lay[0]), lay[1]) for t, lay in zip(inputs, in_layouts)]
+        if given and (len(in_layouts) != len(inputs) or
+                      [len(s) for s, _ in layouts] != [len(t.sizes) for t in inputs]):
+            raise self._err(f"lower's input layouts must be one per input tensor ({len(inputs)}), each with one "
+                            f"stride per dimension ({', '.join(str(t.rank) for t in inputs)}); got "
+                            f"{len(in_layouts)} with {', '.join(str(len(s)) for s, _ in layouts) or 'no'} strides")
         passes = self._passes(layouts)
         in_types = (int(inputs[0].data_type),) if len(inputs) == 1 else tuple([int(t.data_type) for t in inputs])
         out_types = (int(outputs[0].data_type),) if len(outputs) == 1 else tuple([int(t.data_type) for t in outputs])

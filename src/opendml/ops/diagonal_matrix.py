@@ -191,7 +191,7 @@ class DiagonalMatrix1OperatorDesc(_DiagonalRules):
             if not 2 <= len(sizes) <= 4:
                 raise ValidationError(f"{where}: shape must have 2 to 4 dimensions for DIAGONAL_MATRIX1; got "
                                       f"{len(sizes)} (shape {list(sizes)})")
-            out = api.sizes_of(where, "OutputTensor", lambda: TensorDesc(dt, sizes))
+            out = api.sizes_of(where, "OutputTensor", lambda: TensorDesc(dt, sizes), "shape")
             return (lambda: cls(None, out, dt, value, begin, end)), [], sizes, (sizes, dt, value, begin, end)
         xs = tuple(int(n) for n in x.shape)
         if shape is not None and api.snapshot(shape) != xs:

@@ -108,7 +108,8 @@ class FoldOperatorDesc(_Windowed):
             except Exception:  # noqa: BLE001 - items that cannot be read (as_int_tuple's reason)
                 raise api.field_error("fold", "OutputTensor.Sizes", "be an int or a sequence of ints (output_sizes)",
                                       spatial) from None
-            out = api.sizes_of("fold", "OutputTensor", lambda: TensorDesc(t.data_type, sizes))
+            out = api.sizes_of("fold", "OutputTensor", lambda: TensorDesc(t.data_type, sizes),
+                               "x's N, C and output_sizes")
             return cls(t, out, window, *others)
         return make
 

@@ -67,7 +67,8 @@ class OneHotOperatorDesc(IndexOperatorDesc):
         shape = is_[:a] + (depth,) + is_[a:]
 
         def make(ti, tv):
-            return cls(ti, tv, api.sizes_of(where, "OutputTensor", lambda: TensorDesc(tv.data_type, shape)), a)
+            return cls(ti, tv, api.sizes_of(where, "OutputTensor", lambda: TensorDesc(tv.data_type, shape),
+                                                  "indices.shape with depth at axis"), a)
         return make, [indices.reshape(is_[:a] + (1,) + is_[a:]), api.lead(values, ro, where)], shape, (shape, a)
 
     def __post_init__(self):

@@ -36,7 +36,8 @@ class Padding1OperatorDesc(PaddingRules):
                       returns="of ``x``'s dtype, each axis ``start + size + end`` long",
                       rules="an unknown ``mode``, a ``value`` out of the dtype's range", doc="""DML_PADDING1: ``x`` padded by ``start_padding``/``end_padding`` elements
     per axis (an int pads every axis), ``mode`` "constant" (``value``, of ``x``'s type), "edge", "reflect", "symmetric"
-    or "wrap", as DirectML's DML_PADDING_MODE (padding longer than the axis repeats periodically).
+    or "wrap", as DirectML's DML_PADDING_MODE (padding longer than the axis is taken in every mode: "reflect",
+    "symmetric" and "wrap" repeat periodically).
 
     Parameters
     ----------

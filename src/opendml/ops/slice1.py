@@ -166,7 +166,8 @@ class Slice1OperatorDesc(SliceWindow):
     def arguments(cls, api, x, offsets, sizes, strides, output_sizes):
         def make(t):
             out = None if output_sizes is None else api.sizes_of(
-                "slice1", "OutputTensor", lambda: TensorDesc(t.data_type, output_sizes))
+                "slice1", "OutputTensor", lambda: TensorDesc(t.data_type, output_sizes), "output_sizes",
+                ("InputTensor", t))
             return cls(t, out, offsets, sizes, strides)
         return make
 

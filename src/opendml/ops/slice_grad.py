@@ -59,7 +59,8 @@ class SliceGradOperatorDesc(SliceWindow):
     @classmethod
     def arguments(cls, api, grad, input_sizes, offsets, sizes, strides):
         def make(t):
-            out = api.sizes_of("slice_grad", "OutputGradientTensor", lambda: TensorDesc(t.data_type, input_sizes))
+            out = api.sizes_of("slice_grad", "OutputGradientTensor", lambda: TensorDesc(t.data_type, input_sizes),
+                               "input_sizes", ("InputGradientTensor", t))
             return cls(t, out, offsets, sizes, strides)
         return make
 

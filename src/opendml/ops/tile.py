@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..model._checks import UINT32_MAX
+from ..model.errors import ValidationError
 from ..model.tensor_desc import TensorDesc
 from ..plan import Copy
 from ._common import FLOAT16_32, TYPES_2_1, support, T as _T
@@ -29,6 +30,9 @@ def numpy_repeats(value, rank: int):
         return (1,) * (rank - 1) + (n,)
     if isinstance(value, tuple) and len(value) < rank:
         return (1,) * (rank - len(value)) + value
+    if isinstance(value, tuple) and len(value) > rank:   # (the description would say "must have rank entries")
+        raise ValidationError(f"TILE: Repeats must have at most {rank} entries (repeats: one per axis of x, fewer "
+                              f"get ones prepended, as numpy.tile's); got {len(value)}")
     return value
 
 

@@ -38,7 +38,7 @@ from ...ops._spec import binding_of
 from ...ops.fold import _is_sequence
 from ...runtime import calls
 from ...runtime.config import config
-from .._contract import OPERATOR_OF, torch_compiling
+from .._contract import OPERATOR_OF, argument_of, torch_compiling
 from .._dispatch import front as api          # the array API's functions (filled by opendml.arrays)
 from .. import _dispatch
 from . import dynamic, inductor as torch_inductor, library, node as torch_node
@@ -73,11 +73,11 @@ def _in_mode(mode, fn, *args):
         _MODE.reset(token)
 
 
-def _readable(x, name: str) -> None:
+def _readable(x, name: str, argument: str = "x") -> None:
     """``numpy_dtype``'s errors for a tensor opendml cannot read at all (nested, not strided, a conjugate view), which
     the array API's checks (``_contract``) report before the dtype and rank."""
     if x.is_nested or x.layout is not torch.strided or x.is_conj():
-        numpy_dtype(x, name)
+        numpy_dtype(x, name, argument)
 
 
 _dispatch.READABLE["torch"] = _readable
@@ -459,12 +459,12 @@ for _name, _schema in _SCHEMAS.items():
 # -- the data-movement family: one route for every operator ----------------------------------------
 
 def _check_move(call, arrays):
-    dtypes = [numpy_dtype(x, call.name) for x in arrays]
+    dtypes = [numpy_dtype(x, call.name, i) for i, x in enumerate(arrays)]
     device = arrays[0].device
     for i, x in enumerate(arrays):
         check_device(x, call.name)
         if x.device != device:
-            raise device_error(call.name, device, x.device, f"arrays[{i}]")
+            raise device_error(call.name, device, x.device, argument_of(call.name, i))
     return dtypes
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ...model.errors import UnsupportedError
-from .._contract import DTYPE_NAMES
+from .._contract import DTYPE_NAMES, argument_of
 
 #: The oldest PyTorch the wing is written for (its tests run on 2.11 and 2.13).
 MIN_TORCH = (2, 11)
@@ -36,20 +36,24 @@ SUPPORTED_DTYPES = ", ".join(DTYPE_NAMES.values())
 TORCH_DTYPES = {v: k for k, v in DTYPES.items()}
 
 
-def numpy_dtype(x, name: str = "array API") -> np.dtype:
+def numpy_dtype(x, name: str = "array API", argument: str | int = "x") -> np.dtype:
     """The NumPy dtype of ``x``'s elements, or an ``UnsupportedError`` naming what DirectML cannot take (dtype, layout,
-    conjugate view)."""
+    conjugate view); ``argument``: ``x``'s name in the call of ``name``, or its position there (named by
+    ``_contract.argument_of``)."""
     dtype = DTYPES.get(x.dtype)
     if dtype is not None and x.layout is torch.strided and not x.is_nested:
         return dtype
+    if type(argument) is int:
+        argument = argument_of(name, argument)
+    a = argument
     if x.is_nested:
         raise UnsupportedError(f"{name}: nested PyTorch tensors are not supported (opendml reads strided, dense "
-                               f"tensors); pass x.to_padded_tensor(0) or the tensors of x.unbind()")
+                               f"tensors); pass {a}.to_padded_tensor(0) or the tensors of {a}.unbind()")
     if x.layout is not torch.strided:
         raise UnsupportedError(f"{name}: PyTorch tensors of layout {x.layout} are not supported (opendml reads "
-                               f"strided, dense tensors); pass x.to_dense()")
+                               f"strided, dense tensors); pass {a}.to_dense()")
     if x.is_complex() and x.is_conj():
-        raise UnsupportedError(f"{name}: a conjugated complex tensor (x.is_conj()) of dtype {x.dtype} is not "
+        raise UnsupportedError(f"{name}: a conjugated complex tensor ({a}.is_conj()) of dtype {x.dtype} is not "
                                f"supported: DirectML has no complex types; supported dtypes: {SUPPORTED_DTYPES}")
     raise UnsupportedError(f"{name}: PyTorch dtype {x.dtype} has no DirectML data type; supported dtypes "
                            f"(the 11 DirectML types): {SUPPORTED_DTYPES}")

@@ -286,7 +286,9 @@ def wait(timeout: float | None = WAIT_S) -> bool:
     """Start the build if it has not started (unless ``torch_node="off"``) and wait for it, at most ``timeout``
     seconds; whether the node is ready."""
     if _state["module"] is None and config().torch_node != "off":
-        _start(WAIT_S if timeout is None else timeout).join(timeout)
+        # (threading's join refuses a timeout past TIMEOUT_MAX with OverflowError: such a wait has no limit)
+        _start(WAIT_S if timeout is None else timeout).join(
+            None if timeout is None or timeout > threading.TIMEOUT_MAX else timeout)
     return _state["module"] is not None
 
 
