@@ -120,7 +120,7 @@ def test_many_dispatch_commands_hold_no_binding_table_each(distinct):
     import io
     import tracemalloc
     import opendml.dxdispatch as dx
-    n = 10000
+    n = 4000
     model = _repeated_dispatches(n, distinct)
     dx.run(_repeated_dispatches(3, distinct), out=io.StringIO())          # warm-up
     tracemalloc.start()
@@ -131,4 +131,4 @@ def test_many_dispatch_commands_hold_no_binding_table_each(distinct):
         tracemalloc.stop()
     last = 4 * (n - 1) if distinct else 0
     assert results["output"].tolist() == [last + 14, last + 16, last + 6, last + 8]
-    assert peak < (8 if distinct else 2) * MiB, peak / MiB      # 19 MiB before, either way (now 0.6 and 5.8)
+    assert peak < (4 if distinct else 1) * MiB, peak / MiB      # 7.6 MiB before, either way (now 0.24 and 2.6)
