@@ -100,13 +100,13 @@ def test_accepts_numpy_integers_and_normalises_to_tuples():
     (dict(sizes=[2, 2], strides=[2, -1]), r"Strides\[1\] must be in \[0, 4294967295\]; got -1"),
     (dict(sizes=[2, 2], strides=[1]), r"Strides must have 2 entries \(one per dimension\); got 1"),
     (dict(sizes=[2, 2], total_tensor_size_in_bytes=15), r"TotalTensorSizeInBytes must be >= DMLCalcBufferTensorSize = 16 \(and fit in 64 bits\); got 15"),
-    (dict(sizes=[2], guaranteed_base_offset_alignment=2), r"GuaranteedBaseOffsetAlignment must be 0 or a power of two >= the element size 4; got 2"),
-    (dict(sizes=[2], guaranteed_base_offset_alignment=24), r"power of two >= the element size 4; got 24"),
+    (dict(sizes=[2], guaranteed_base_offset_alignment=2), r"GuaranteedBaseOffsetAlignment must be 0 or a power of two >= the element size 4 and <= 2147483648 \(the largest a UINT holds\); got 2"),
+    (dict(sizes=[2], guaranteed_base_offset_alignment=24), r"power of two >= the element size 4 and <= 2147483648 .*; got 24"),
     # a power of two past a UINT's range was refused as "must be 0 or a power of two >= the element size 4", which
-    # it is: the message now gives the rule it breaks
+    # it is: the message now gives the whole rule, its upper bound too
     (dict(sizes=[2], guaranteed_base_offset_alignment=2**32), r"^TensorDesc: GuaranteedBaseOffsetAlignment must be "
-     r"at most 2147483648 \(the largest power of two a UINT holds\); got 4294967296$"),
-    (dict(sizes=[2], guaranteed_base_offset_alignment=2**40), r"must be at most 2147483648 .*; got 1099511627776$"),
+     r"0 or a power of two >= the element size 4 and <= 2147483648 \(the largest a UINT holds\); got 4294967296$"),
+    (dict(sizes=[2], guaranteed_base_offset_alignment=2**40), r"and <= 2147483648 .*; got 1099511627776$"),
     (dict(sizes=[2], flags=2), r"Flags must be NONE \(0\) or OWNED_BY_DML \(1\); got 2"),
     (dict(sizes=[2.0]), r"TensorDesc: Sizes\[0\] must be an integer; got 2.0 of type float"),
     (dict(sizes=[True]), r"Sizes\[0\] must be an integer; got True"),

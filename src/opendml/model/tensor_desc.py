@@ -239,13 +239,10 @@ class TensorDesc:
                     f"(and fit in 64 bits); got {total}")
             set_("total_tensor_size_in_bytes", total)
         align = as_int(self.guaranteed_base_offset_alignment, "GuaranteedBaseOffsetAlignment", where=w)
-        if align > UINT32_MAX and not align & (align - 1):
-            raise ValidationError(f"{w}: GuaranteedBaseOffsetAlignment must be at most {1 << 31} (the largest power of "
-                                  f"two a UINT holds); got {align}")
         if align != 0 and (align < dt.size or align & (align - 1) or align > UINT32_MAX):
             raise ValidationError(
                 f"{w}: GuaranteedBaseOffsetAlignment must be 0 or a power of two >= the element size "
-                f"{dt.size}; got {align}")
+                f"{dt.size} and <= {1 << 31} (the largest a UINT holds); got {align}")
         set_("guaranteed_base_offset_alignment", align)
         if isinstance(self.flags, enum.Enum) and not isinstance(self.flags, TensorFlags):
             raise ValidationError(f"{w}: Flags must be a TensorFlags or an integer; got {_short(self.flags)}")

@@ -346,7 +346,7 @@ class OperatorDesc:
                 member = v
             elif isinstance(v, str):
                 member = enum[v.upper().removeprefix(ENUM_PREFIXES[enum])]
-            elif isinstance(v, py_enum.Enum) and not isinstance(v, enum):
+            elif isinstance(v, py_enum.Enum):              # another enum's member
                 raise TypeError
             else:
                 member = enum(index_value(v))          # (a bool, a 0-d bool tensor: no integer)
